@@ -1,0 +1,84 @@
+"""One error hierarchy for the tool.
+
+Library code raises these; only the CLI turns them into a message and an exit
+code, so every failure a user can meet has a fixed, documented exit status.
+"""
+
+from __future__ import annotations
+
+
+class HiraishinError(Exception):
+    """Base class: a failure the user can act on. ``hint`` says how."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+
+
+class ConfigError(HiraishinError):
+    """A configuration file (pin, recipe, series) is missing or malformed."""
+
+    exit_code = 2
+
+
+class CommandError(HiraishinError):
+    """An external command (git, cmake, ...) failed; carries the tail of its output."""
+
+    exit_code = 3
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        command: list[str],
+        returncode: int,
+        output_tail: str,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.command = command
+        self.returncode = returncode
+        self.output_tail = output_tail
+
+    def __str__(self) -> str:
+        text = f"{self.message}\n  command: {' '.join(self.command)}\n  exit status: {self.returncode}"
+        if self.output_tail:
+            indented = "\n".join("    " + line for line in self.output_tail.splitlines())
+            text += f"\n  output (last lines):\n{indented}"
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+
+class UpstreamError(HiraishinError):
+    """The upstream cache is missing, incomplete, or disagrees with the pin."""
+
+    exit_code = 4
+
+
+class PinMismatchError(UpstreamError):
+    """The pinned ref now names a different commit than the one recorded."""
+
+
+class WorkTreeError(HiraishinError):
+    """The work directory cannot be used as asked (dirty, foreign, unexported work)."""
+
+    exit_code = 5
+
+
+class PatchError(HiraishinError):
+    """A patch of the stack is missing, corrupt, or does not apply."""
+
+    exit_code = 6
+
+
+class CheckFailed(HiraishinError):
+    """A verification (patches check) found a difference."""
+
+    exit_code = 7

@@ -1,0 +1,215 @@
+"""Git, one short function per verb.
+
+Porcelain work that libgit2 cannot do (partial-clone fetches, sparse checkout,
+``am``, ``format-patch``) runs the git CLI through :func:`proc.run`. Read-only
+questions about objects (does the cache hold this blob? which commit does this
+tag name?) go through pygit2, in process: it is fast on thousands of objects
+and, unlike the CLI on a partial clone, never starts a network fetch to answer.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import pygit2
+
+from . import proc
+
+# An identity for the commits this tool makes (git am), fixed so that applying
+# the same stack twice gives the same commits, whatever the user's settings.
+TOOL_IDENTITY = {
+    "GIT_COMMITTER_NAME": "hiraishin",
+    "GIT_COMMITTER_EMAIL": "hiraishin@localhost",
+    "GIT_COMMITTER_DATE": "1970-01-01T00:00:00Z",
+}
+
+# User and system configuration must not shape what we write to patches/
+# (diff.noprefix, diff.algorithm, format.signOff, core.abbrev, ...).
+ISOLATED_CONFIG = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+}
+
+
+def git(
+    repo: Path | None,
+    *args: str,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+    check: bool = True,
+    what: str | None = None,
+    hint: str | None = None,
+) -> proc.Completed:
+    prefix = ["git"] if repo is None else ["git", "-C", str(repo)]
+    return proc.run([*prefix, *args], env=env, input=input, check=check, what=what, hint=hint)
+
+
+def init(path: Path, *, bare: bool = False) -> None:
+    git(None, "init", "--quiet", *(["--bare"] if bare else []), "--initial-branch=main", str(path))
+
+
+def config_set(repo: Path, key: str, value: str) -> None:
+    git(repo, "config", key, value)
+
+
+def config_replace_all(repo: Path, key: str, values: Sequence[str]) -> None:
+    git(repo, "config", "--unset-all", key, check=False)
+    for value in values:
+        git(repo, "config", "--add", key, value)
+
+
+def config_get(repo: Path, key: str) -> str | None:
+    result = git(repo, "config", "--get", key, check=False)
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def fetch(repo: Path, remote: str, *, filter_spec: str | None, prune: bool, what: str, hint: str | None = None) -> None:
+    args = ["fetch", "--quiet", "--no-write-fetch-head"]
+    if filter_spec:
+        args.append(f"--filter={filter_spec}")
+    if prune:
+        args.append("--prune")
+    git(repo, *args, remote, what=what, hint=hint)
+
+
+def fetch_objects(repo: Path, remote: str, object_ids: Iterable[str], *, what: str, hint: str | None = None) -> None:
+    """Fetch exactly these objects, the way git's own lazy fetch does."""
+    git(
+        repo,
+        "-c", "fetch.negotiationAlgorithm=noop",
+        "fetch", "--quiet", remote, "--no-tags", "--no-write-fetch-head",
+        "--recurse-submodules=no", "--filter=blob:none", "--stdin",
+        input="".join(f"{oid}\n" for oid in object_ids),
+        what=what,
+        hint=hint,
+    )
+
+
+def sparse_checkout_set(repo: Path, patterns: Sequence[str]) -> None:
+    git(repo, "sparse-checkout", "set", "--no-cone", "--stdin", input="".join(f"{p}\n" for p in patterns))
+
+
+def checkout_new_branch(repo: Path, branch: str, commit: str) -> None:
+    # Without --force: a file that would be overwritten stops the checkout.
+    git(repo, "checkout", "--quiet", "--no-guess", "-B", branch, commit, what=f"checking out {commit[:12]}")
+
+
+def status_porcelain(repo: Path) -> list[str]:
+    return [line for line in git(repo, "status", "--porcelain=v1", "--untracked-files=normal").stdout.splitlines() if line]
+
+
+def rev_parse(repo: Path, rev: str) -> str | None:
+    result = git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def rev_list(repo: Path, base: str, head: str) -> list[str]:
+    """Commits in base..head, oldest first; merges are rejected by the caller."""
+    out = git(repo, "rev-list", "--reverse", "--parents", f"{base}..{head}").stdout
+    return [line for line in out.splitlines() if line]
+
+
+def update_ref(repo: Path, ref: str, commit: str) -> None:
+    git(repo, "update-ref", ref, commit)
+
+
+def am(repo: Path, patch: Path, *, three_way: bool = True) -> proc.Completed:
+    """Apply one format-patch file as a commit.
+
+    ``three_way`` falls back to a merge when the context moved; without it the
+    patch must apply as written. --keep-cr: a patch to a CRLF file must keep
+    its carriage returns.
+    """
+    mode = "--3way" if three_way else "--no-3way"
+    return git(repo, "am", mode, "--keep-cr", "--quiet", str(patch), env=TOOL_IDENTITY, check=False)
+
+
+def am_abort(repo: Path) -> None:
+    git(repo, "am", "--abort", check=False)
+
+
+# Each flag pins something that would otherwise make a re-export of unchanged
+# work differ from the committed file.
+FORMAT_PATCH_FLAGS = (
+    "--keep-subject",          # no "[PATCH n/m]" that shifts when the stack grows
+    "--no-stat",               # diffstat widths depend on the terminal and git version
+    "--no-signature",          # the signature defaults to the git version
+    "--zero-commit",           # the commit hash changes on every re-apply
+    "--full-index",            # abbreviated blob ids grow with the repository
+    "--no-renames",            # rename detection is a heuristic that differs between versions
+    "--diff-algorithm=myers",  # the algorithm must not come from configuration
+    "--indent-heuristic",
+    "--unified=3",
+    "--no-color",
+    "--no-numbered",
+    "--no-thread",
+    "--src-prefix=a/",
+    "--dst-prefix=b/",
+    "--encoding=UTF-8",
+)
+
+
+def format_patch(repo: Path, commit: str, out_dir: Path) -> Path:
+    """Write one commit as a patch file in ``out_dir`` and return its path."""
+    out = git(
+        repo,
+        "-c", "core.abbrev=40",
+        "format-patch", *FORMAT_PATCH_FLAGS, "-1", commit, "-o", str(out_dir),
+        env=ISOLATED_CONFIG,
+        what=f"exporting commit {commit[:12]}",
+    ).stdout.strip().splitlines()
+    return Path(out[-1])
+
+
+def _allow_partial_clones() -> None:
+    # libgit2 refuses to open a repository with extensions.partialClone unless
+    # told the extension is understood. For reading refs and testing which
+    # objects are present it is: an absent blob is simply reported absent.
+    allowed = pygit2.option(pygit2.enums.Option.GET_EXTENSIONS)
+    if "partialclone" not in allowed:
+        pygit2.option(pygit2.enums.Option.SET_EXTENSIONS, ["partialclone"], 1)
+
+
+class ObjectStore:
+    """In-process, read-only view of a repository's refs and objects."""
+
+    def __init__(self, git_dir: Path) -> None:
+        _allow_partial_clones()
+        self._repo = pygit2.Repository(str(git_dir))
+
+    def has(self, object_id: str) -> bool:
+        return pygit2.Oid(hex=object_id) in self._repo.odb
+
+    def commit_exists(self, commit: str) -> bool:
+        try:
+            obj = self._repo.get(commit)
+        except (ValueError, pygit2.GitError):
+            return False
+        return isinstance(obj, pygit2.Commit)
+
+    def resolve(self, ref: str) -> str | None:
+        """The commit a tag, branch or full hash names, or None."""
+        for name in (f"refs/tags/{ref}", f"refs/remotes/origin/{ref}", f"refs/heads/{ref}"):
+            reference = self._repo.references.get(name)
+            if reference is not None:
+                return str(reference.peel(pygit2.Commit).id)
+        if len(ref) == 40 and self.commit_exists(ref):
+            return ref
+        return None
+
+    def blobs(self, commit: str) -> Iterable[tuple[str, str]]:
+        """(path, blob id) of every file in ``commit``; submodules are skipped."""
+        stack = [("", self._repo.get(commit).peel(pygit2.Tree))]
+        while stack:
+            prefix, tree = stack.pop()
+            for entry in tree:
+                path = prefix + entry.name
+                if entry.type_str == "tree":
+                    stack.append((path + "/", self._repo.get(entry.id)))
+                elif entry.type_str == "blob":
+                    yield path, str(entry.id)
+
+    def tags(self) -> list[str]:
+        return [name.removeprefix("refs/tags/") for name in self._repo.references if name.startswith("refs/tags/")]

@@ -1,0 +1,88 @@
+"""The one way this tool runs another program.
+
+Every call is logged (at debug level, with the environment variables it sets),
+the program is looked up first so a missing tool gets a clear message, and a
+failure raises :class:`CommandError` carrying the tail of the output.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import CommandError
+from .log import get_logger
+
+OUTPUT_TAIL_LINES = 25
+
+
+@dataclass(frozen=True)
+class Completed:
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return (self.stdout + ("\n" if self.stdout and self.stderr else "") + self.stderr).strip()
+
+
+def tail(text: str, lines: int = OUTPUT_TAIL_LINES) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def run(
+    args: Sequence[str | os.PathLike[str]],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    input: str | None = None,
+    check: bool = True,
+    what: str | None = None,
+    hint: str | None = None,
+) -> Completed:
+    """Run a program and capture its output.
+
+    ``env`` holds only the variables to add or override; they are logged so a
+    failing command can be re-run by hand. ``what`` names the operation in the
+    error message ("applying patch X") rather than the bare command line.
+    """
+    argv = [os.fspath(a) for a in args]
+    program = shutil.which(argv[0])
+    if program is None:
+        raise CommandError(
+            f"{argv[0]} is not installed or not on PATH",
+            command=argv,
+            returncode=127,
+            output_tail="",
+            hint=hint or f"install {argv[0]} and make sure it is on PATH",
+        )
+    env_prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
+    location = f" (in {cwd})" if cwd else ""
+    get_logger().debug("$ %s%s%s", env_prefix + " " if env_prefix else "", shlex.join(argv), location)
+    full_env = None if env is None else {**os.environ, **env}
+    proc = subprocess.run(
+        argv,
+        cwd=cwd,
+        env=full_env,
+        input=input,
+        capture_output=True,
+        text=True,
+        errors="replace",
+    )
+    result = Completed(argv, proc.returncode, proc.stdout, proc.stderr)
+    if check and proc.returncode != 0:
+        raise CommandError(
+            f"{what or argv[0]} failed",
+            command=argv,
+            returncode=proc.returncode,
+            output_tail=tail(result.output),
+            hint=hint,
+        )
+    return result

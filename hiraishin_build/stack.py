@@ -1,0 +1,276 @@
+"""Apply, export and check the patch stack.
+
+apply:  pin -> work branch, one ``git am -3`` commit per patch.
+export: work branch -> patches/, byte-stable, swapped in whole.
+check:  apply + export into a temporary place; every byte must match.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from . import git
+from .cache import UpstreamCache
+from .errors import CheckFailed, PatchError, WorkTreeError
+from .fsutil import staged_directory
+from .log import get_logger
+from .pin import UpstreamPin
+from .project import Project
+from .series import SERIES_FILE, Patch, Series, parse_patch, patch_file_name, read_series, render_series
+from .worktree import WorkState, WorkTree
+
+
+@dataclass(frozen=True)
+class FailedHunk:
+    file: str
+    line: int | None
+    header: str | None
+
+
+def _failed_hunks(output: str, patch_text: str) -> list[FailedHunk]:
+    """Name the files and hunks ``git am`` could not apply, from its output."""
+    hunks: list[FailedHunk] = []
+    for match in re.finditer(r"^error: patch failed: (.+):(\d+)$", output, re.MULTILINE):
+        file, line = match.group(1), int(match.group(2))
+        header = re.search(rf"^@@ -{line}(?:,\d+)? \+\d+(?:,\d+)? @@.*$", patch_text, re.MULTILINE)
+        hunks.append(FailedHunk(file, line, header.group(0) if header else None))
+    for match in re.finditer(r"^CONFLICT \([^)]*\): Merge conflict in (.+)$", output, re.MULTILINE):
+        if all(h.file != match.group(1) for h in hunks):
+            hunks.append(FailedHunk(match.group(1), None, None))
+    for match in re.finditer(r"^error: (.+?): (?:does not exist in index|No such file or directory)$", output, re.MULTILINE):
+        hunks.append(FailedHunk(match.group(1), None, "the file does not exist in the base"))
+    return hunks
+
+
+def _describe_failure(patch: Path, output: str) -> PatchError:
+    text = patch.read_text(encoding="utf-8", errors="replace")
+    corrupt = re.search(r"^(?:error|fatal): (corrupt patch at line \d+|.*patch fragment without header.*)$", output, re.MULTILINE)
+    if corrupt:
+        return PatchError(
+            f"{patch.name}: the patch file is corrupt ({corrupt.group(1)})",
+            hint=f"restore {patch} from git, or regenerate it with `hiraishin patches export`",
+        )
+    hunks = _failed_hunks(output, text)
+    where = "".join(
+        f"\n    {h.file}" + (f" at line {h.line}" if h.line else "") + (f": {h.header}" if h.header else "")
+        for h in hunks
+    )
+    tail = "\n".join(f"    {line}" for line in output.strip().splitlines()[-8:])
+    return PatchError(
+        f"{patch.name} does not apply" + (f"; failing files and hunks:{where}" if where else f":\n{tail}"),
+        hint="the upstream changed under this patch: refresh it (`hiraishin rebase`) or fix the patch file",
+    )
+
+
+@dataclass
+class ApplyResult:
+    workdir: Path
+    base: str
+    head: str
+    applied: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def load_stack(project: Project) -> tuple[Series, list[Patch], list[str]]:
+    """Read and validate the series before anything is touched."""
+    series = read_series(project.patches_dir)
+    patches = series.patches()
+    warnings = [
+        f"{project.patches_dir / name} is not listed in {SERIES_FILE} and is ignored"
+        for name in series.unlisted()
+    ]
+    for message in warnings:
+        get_logger().warning(message)
+    return series, patches, warnings
+
+
+def apply_stack(
+    project: Project,
+    cache: UpstreamCache,
+    workdir: Path,
+    *,
+    force: bool = False,
+    strict: bool = False,
+    pin: UpstreamPin | None = None,
+) -> ApplyResult:
+    """Check out the pin in ``workdir`` and commit every patch on it.
+
+    ``strict`` refuses the three-way fallback: each patch must apply to the
+    exact lines it was written against (what ``check`` requires).
+    """
+    pin = pin or project.pin()
+    cache.verify(pin)
+    series, patches, warnings = load_stack(project)
+    cache.require_complete(pin.commit, pin.checkout)
+    tree = WorkTree(workdir)
+    tree.prepare(cache, pin.commit, pin.checkout, force=force)
+    result = ApplyResult(workdir, pin.commit, pin.commit, warnings=warnings)
+    for patch in patches:
+        outcome = git.am(workdir, patch.path, three_way=not strict)
+        if outcome.returncode != 0:
+            git.am_abort(workdir)
+            # The branch keeps the patches that applied; record it so the
+            # next apply does not mistake them for unexported work.
+            tree.write_state(WorkState(base=pin.commit, head=tree.head()))
+            error = _describe_failure(patch.path, outcome.output)
+            error.message += f"\n  the work tree {workdir} holds the {len(result.applied)} patch(es) before it"
+            raise error
+        result.applied.append(patch.name)
+        get_logger().info("applied %s", patch.name)
+    result.head = tree.head()
+    tree.write_state(WorkState(base=pin.commit, head=result.head))
+    return result
+
+
+class ExportChange(str, Enum):
+    UNCHANGED = "unchanged"
+    CHANGED = "changed"
+    ADDED = "added"
+    REMOVED = "removed"
+
+
+@dataclass
+class ExportResult:
+    changes: dict[str, ExportChange]
+    kept: list[str]
+
+    @property
+    def changed(self) -> bool:
+        return any(change is not ExportChange.UNCHANGED for change in self.changes.values())
+
+
+def _strip_date(patch: Path) -> None:
+    """Drop the ``Date:`` header: it is not part of the change, and a stack
+    re-exported on another day must not differ."""
+    data = patch.read_bytes()
+    header, sep, rest = data.partition(b"\n\n")
+    lines = [line for line in header.split(b"\n") if not line.startswith(b"Date: ")]
+    patch.write_bytes(b"\n".join(lines) + sep + rest)
+
+
+def render_patches(workdir: Path, out_dir: Path) -> list[str]:
+    """Write the work branch's commits as patch files; return them in order."""
+    tree = WorkTree(workdir)
+    state = tree.read_state()
+    tree.refuse_if_dirty("export (uncommitted changes would be left out)")
+    names: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="hiraishin-export-") as scratch:
+        for line in git.rev_list(workdir, state.base, "HEAD"):
+            commit, *parents = line.split()
+            if len(parents) != 1:
+                raise WorkTreeError(
+                    f"{workdir}: commit {commit[:12]} is a merge; the stack must be a straight line of commits",
+                    hint="rebase the work branch onto the pinned commit without merges",
+                )
+            written = git.format_patch(workdir, commit, Path(scratch))
+            _strip_date(written)
+            name = patch_file_name(parse_patch(written).subject, set(names))
+            shutil.move(written, out_dir / name)
+            names.append(name)
+    (out_dir / SERIES_FILE).write_bytes(render_series(names).encode("utf-8"))
+    return names
+
+
+def _compare(old_dir: Path, new_dir: Path, old_names: list[str], new_names: list[str]) -> dict[str, ExportChange]:
+    changes: dict[str, ExportChange] = {}
+    for name in new_names:
+        old = old_dir / name
+        if name not in old_names or not old.is_file():
+            changes[name] = ExportChange.ADDED
+        elif old.read_bytes() == (new_dir / name).read_bytes():
+            changes[name] = ExportChange.UNCHANGED
+        else:
+            changes[name] = ExportChange.CHANGED
+    for name in old_names:
+        if name not in new_names:
+            changes[name] = ExportChange.REMOVED
+    return changes
+
+
+def export_stack(project: Project, workdir: Path) -> ExportResult:
+    patches_dir = project.patches_dir
+    old_names = list(read_series(patches_dir, allow_empty=True).names) if (patches_dir / SERIES_FILE).is_file() else []
+    with tempfile.TemporaryDirectory(prefix="hiraishin-render-") as rendered_dir:
+        rendered = Path(rendered_dir)
+        names = render_patches(workdir, rendered)
+        changes = _compare(patches_dir, rendered, old_names, names)
+        series_same = (patches_dir / SERIES_FILE).is_file() and (
+            (patches_dir / SERIES_FILE).read_bytes() == (rendered / SERIES_FILE).read_bytes()
+        )
+        # Files in patches/ that the old series did not name (notes, a patch
+        # being drafted) are not ours to delete: they are carried over.
+        kept = sorted(
+            p.name for p in patches_dir.iterdir()
+            if p.name != SERIES_FILE and p.name not in old_names and p.name not in names
+        ) if patches_dir.is_dir() else []
+        result = ExportResult(changes, kept)
+        if result.changed or not series_same:
+            with staged_directory(patches_dir) as staging:
+                for name in [*names, SERIES_FILE]:
+                    shutil.copy2(rendered / name, staging / name)
+                for name in kept:
+                    source = patches_dir / name
+                    (shutil.copytree if source.is_dir() else shutil.copy2)(source, staging / name)
+    tree = WorkTree(workdir)
+    tree.write_state(WorkState(base=tree.read_state().base, head=tree.head()))
+    for name in kept:
+        get_logger().warning("kept %s: it is not part of the stack", patches_dir / name)
+    return result
+
+
+@dataclass
+class CheckResult:
+    patches: list[str]
+    seconds_apply: float = 0.0
+    seconds_export: float = 0.0
+
+
+def check_stack(project: Project, cache: UpstreamCache) -> CheckResult:
+    """Apply into a temporary work tree, re-export, and require identical bytes
+    and complete patch messages. Touches nothing in the project."""
+    import time
+
+    _, patches, _ = load_stack(project)
+    problems: list[str] = []
+    for patch in patches:
+        missing = patch.missing_sections()
+        if missing:
+            problems.append(f"{patch.name}: the message lacks {', '.join(missing)}")
+    with tempfile.TemporaryDirectory(prefix="hiraishin-check-") as scratch:
+        workdir = Path(scratch) / "llama.cpp"
+        started = time.monotonic()
+        applied = apply_stack(project, cache, workdir, strict=True)
+        applied_at = time.monotonic()
+        out_dir = Path(scratch) / "patches"
+        out_dir.mkdir()
+        names = render_patches(workdir, out_dir)
+        exported_at = time.monotonic()
+        expected = [*read_series(project.patches_dir).names]
+        if names != expected:
+            problems.append(f"the re-exported order {names} differs from {SERIES_FILE} {expected}")
+        for name in names:
+            committed = project.patches_dir / name
+            if not committed.is_file():
+                continue
+            old, new = committed.read_bytes(), (out_dir / name).read_bytes()
+            if old != new:
+                diff = list(difflib.unified_diff(
+                    old.decode("utf-8", "replace").splitlines(),
+                    new.decode("utf-8", "replace").splitlines(),
+                    f"patches/{name} (committed)", f"patches/{name} (re-exported)", lineterm="", n=1,
+                ))
+                problems.append(f"{name} re-exports differently:\n" + "\n".join(f"    {d}" for d in diff[:20]))
+        if (project.patches_dir / SERIES_FILE).read_bytes() != (out_dir / SERIES_FILE).read_bytes():
+            problems.append(f"{SERIES_FILE} re-exports differently (comments, blank lines or order)")
+    if problems:
+        raise CheckFailed(
+            "patches check failed:\n  " + "\n  ".join(problems),
+            hint="re-export with `hiraishin patches apply && hiraishin patches export`, then commit patches/",
+        )
+    return CheckResult(applied.applied, applied_at - started, exported_at - applied_at)
