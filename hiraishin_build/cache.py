@@ -16,7 +16,7 @@ from pathlib import Path
 import platformdirs
 
 from . import git
-from .errors import PinMismatchError, UpstreamError
+from .errors import CommandError, PinMismatchError, UpstreamError
 from .log import get_logger
 from .pin import UpstreamPin
 from .sparse import SparseRules
@@ -133,13 +133,23 @@ class UpstreamCache:
         if not missing:
             return 0
         get_logger().info("fetching %d file contents for %s", len(missing), commit[:12])
-        git.fetch_objects(
-            self.git_dir,
-            REMOTE,
-            sorted({blob.object_id for blob in missing}),
-            what=f"fetching file contents for {commit[:12]} from {self.source()}",
-            hint="if the source lacks some files, add their paths to [checkout] exclude in recipes/upstream.toml",
-        )
+        try:
+            git.fetch_objects(
+                self.git_dir,
+                REMOTE,
+                sorted({blob.object_id for blob in missing}),
+                what=f"fetching file contents for {commit[:12]} from {self.source()}",
+            )
+        except CommandError as exc:
+            # The server names the first object it does not have; say which file that is.
+            absent = [blob.path for blob in missing if blob.object_id in exc.output_tail]
+            if not absent:
+                raise
+            raise UpstreamError(
+                f"{self.source()} lacks the content of {', '.join(absent)} (needed to check out {commit[:12]})",
+                hint="if no build needs it, add the path to [checkout] exclude in recipes/upstream.toml; "
+                "otherwise fetch from a complete copy of the upstream",
+            ) from None
         still = self.missing_blobs(commit, rules)
         if still:
             names = ", ".join(blob.path for blob in still[:5])

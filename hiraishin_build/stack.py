@@ -145,12 +145,17 @@ class ExportResult:
         return any(change is not ExportChange.UNCHANGED for change in self.changes.values())
 
 
-def _strip_date(patch: Path) -> None:
-    """Drop the ``Date:`` header: it is not part of the change, and a stack
-    re-exported on another day must not differ."""
+# The author date is not part of the change, and a stack re-exported on
+# another day (or amended by another maintainer) must not differ. It is pinned
+# rather than dropped: git am would stamp a patch without one with the current
+# time, and the work branch's commits would then differ on every apply.
+PINNED_DATE = b"Date: Thu, 1 Jan 1970 00:00:00 +0000"
+
+
+def _pin_date(patch: Path) -> None:
     data = patch.read_bytes()
     header, sep, rest = data.partition(b"\n\n")
-    lines = [line for line in header.split(b"\n") if not line.startswith(b"Date: ")]
+    lines = [PINNED_DATE if line.startswith(b"Date: ") else line for line in header.split(b"\n")]
     patch.write_bytes(b"\n".join(lines) + sep + rest)
 
 
@@ -169,7 +174,7 @@ def render_patches(workdir: Path, out_dir: Path) -> list[str]:
                     hint="rebase the work branch onto the pinned commit without merges",
                 )
             written = git.format_patch(workdir, commit, Path(scratch))
-            _strip_date(written)
+            _pin_date(written)
             name = patch_file_name(parse_patch(written).subject, set(names))
             shutil.move(written, out_dir / name)
             names.append(name)
@@ -245,7 +250,13 @@ def check_stack(project: Project, cache: UpstreamCache) -> CheckResult:
     with tempfile.TemporaryDirectory(prefix="hiraishin-check-") as scratch:
         workdir = Path(scratch) / "llama.cpp"
         started = time.monotonic()
-        applied = apply_stack(project, cache, workdir, strict=True)
+        try:
+            applied = apply_stack(project, cache, workdir, strict=True)
+        except PatchError as exc:
+            raise CheckFailed(
+                f"patches check failed: {exc.message}\n  (check applies without the three-way fallback)",
+                hint="refresh the stack: `hiraishin patches apply`, then `hiraishin patches export`, and commit patches/",
+            ) from None
         applied_at = time.monotonic()
         out_dir = Path(scratch) / "patches"
         out_dir.mkdir()

@@ -1,0 +1,63 @@
+"""The real stack on the real pinned upstream, from the local cache.
+
+These run where `hiraishin upstream fetch` has filled the cache (the default
+user cache, or HIRAISHIN_CACHE_DIR) and skip, saying why, elsewhere: CI has no
+network to fetch llama.cpp.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from hiraishin_build.cache import UpstreamCache
+from hiraishin_build.project import Project
+from hiraishin_build.stack import apply_stack, check_stack, export_stack
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def real_cache() -> UpstreamCache:
+    project = Project(REPO_ROOT)
+    pin = project.pin()
+    cache = UpstreamCache()
+    if not cache.exists():
+        pytest.skip(f"no upstream cache at {cache.git_dir}: run `hiraishin upstream fetch` to enable these tests")
+    if not cache.store().commit_exists(pin.commit):
+        pytest.skip(f"the upstream cache {cache.git_dir} lacks the pinned commit {pin.commit}")
+    if cache.missing_blobs(pin.commit, pin.checkout):
+        pytest.skip(f"the upstream cache {cache.git_dir} lacks files of {pin.commit[:12]}: run `hiraishin upstream fetch`")
+    return cache
+
+
+def test_check_passes_quickly(real_cache: UpstreamCache) -> None:
+    started = time.monotonic()
+    result = check_stack(Project(REPO_ROOT), real_cache)
+    elapsed = time.monotonic() - started
+    assert result.patches
+    assert elapsed < 15, f"patches check took {elapsed:.1f} s"
+
+
+def test_apply_and_export_leave_the_stack_unchanged(real_cache: UpstreamCache, tmp_path: Path) -> None:
+    project = Project(tmp_path / "project")
+    shutil.copytree(REPO_ROOT / "recipes", project.root / "recipes")
+    shutil.copytree(REPO_ROOT / "patches", project.patches_dir)
+    before = {p.name: p.read_bytes() for p in project.patches_dir.iterdir()}
+    result = apply_stack(project, real_cache, project.default_workdir)
+    workdir = project.default_workdir
+    # The sparse checkout has what a build needs and not what a mirror may lack.
+    assert (workdir / "ggml/src/ggml-cuda/mmvq.cu").is_file()
+    assert (workdir / "CMakeLists.txt").is_file()
+    assert not (workdir / "tools/server/public/bundle.js").exists()
+    assert not (workdir / "docs").exists()
+    assert "ggml_cuda_batch_invariant" in (workdir / "ggml/src/ggml-cuda/common.cuh").read_text()
+    assert len(result.applied) == len(before) - 1
+    exported = export_stack(project, workdir)
+    assert not exported.changed
+    assert {p.name: p.read_bytes() for p in project.patches_dir.iterdir()} == before

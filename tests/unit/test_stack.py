@@ -1,0 +1,278 @@
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hiraishin_build import git
+from hiraishin_build.errors import CheckFailed, ConfigError, PatchError, WorkTreeError
+from hiraishin_build.series import read_series
+from hiraishin_build.stack import apply_stack, check_stack, export_stack, render_patches
+from hiraishin_build.worktree import BACKUP_REF_PREFIX, WorkTree
+
+from ..conftest import StackProject, commit_in_workdir, sh_git
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+# -- apply ------------------------------------------------------------------
+
+def test_apply_commits_each_patch_on_the_pin(stack_project: StackProject, tmp_path: Path) -> None:
+    workdir = tmp_path / "fresh"
+    result = apply_stack(stack_project.project, stack_project.cache, workdir)
+    assert result.applied == list(read_series(stack_project.project.patches_dir).names)
+    subjects = sh_git(workdir, "log", "--format=%s", f"{stack_project.upstream.commit}..HEAD").splitlines()
+    assert subjects == ["common: declare the switch", "mmvq: batch-invariant block 20"]
+    assert "batch-invariant" in (workdir / "ggml/src/ggml-cuda/mmvq.cu").read_text()
+    # The sparse checkout leaves out what no build needs.
+    assert not (workdir / "docs").exists()
+    assert not (workdir / "models/ggml-vocab-big.gguf").exists()
+    assert (workdir / "models/templates/chat.jinja").is_file()
+    # CRLF files keep their line endings.
+    assert (workdir / "scripts/win.bat").read_bytes() == b"echo one\r\necho two\r\n"
+
+
+def test_apply_twice_gives_the_same_commits(stack_project: StackProject, tmp_path: Path) -> None:
+    first = apply_stack(stack_project.project, stack_project.cache, tmp_path / "a").head
+    second = apply_stack(stack_project.project, stack_project.cache, tmp_path / "b").head
+    again = apply_stack(stack_project.project, stack_project.cache, tmp_path / "a").head
+    assert first == second == again
+
+
+def test_apply_refuses_a_dirty_work_tree_and_keeps_the_edit(stack_project: StackProject) -> None:
+    workdir = stack_project.workdir
+    edited = workdir / "ggml/src/ggml-cuda/fattn.cu"
+    edited.write_text("my unsaved work\n")
+    (workdir / "notes.txt").write_text("new file\n")
+    with pytest.raises(WorkTreeError, match="uncommitted changes") as info:
+        apply_stack(stack_project.project, stack_project.cache, workdir)
+    assert "fattn.cu" in str(info.value) and "notes.txt" in str(info.value)
+    assert edited.read_text() == "my unsaved work\n"
+    assert (workdir / "notes.txt").read_text() == "new file\n"
+
+
+def test_apply_refuses_unexported_commits_unless_forced(stack_project: StackProject) -> None:
+    workdir = stack_project.workdir
+    mine = commit_in_workdir(workdir, "ggml/src/ggml-cuda/fattn.cu", "int fattn() { return 3; }\n", "fattn: my fix")
+    with pytest.raises(WorkTreeError, match="not in patches/"):
+        apply_stack(stack_project.project, stack_project.cache, workdir)
+    assert git.rev_parse(workdir, "HEAD") == mine
+    apply_stack(stack_project.project, stack_project.cache, workdir, force=True)
+    assert git.rev_parse(workdir, "HEAD") != mine
+    # Nothing is lost: the old branch head is kept.
+    assert git.rev_parse(workdir, f"{BACKUP_REF_PREFIX}{mine}") == mine
+
+
+def test_apply_refuses_a_foreign_directory(stack_project: StackProject, tmp_path: Path) -> None:
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "precious.txt").write_text("keep me\n")
+    with pytest.raises(WorkTreeError, match="not a hiraishin work tree"):
+        apply_stack(stack_project.project, stack_project.cache, foreign)
+    assert sorted(p.name for p in foreign.iterdir()) == ["precious.txt"]
+
+
+def test_missing_patch_file(stack_project: StackProject, tmp_path: Path) -> None:
+    name = read_series(stack_project.project.patches_dir).names[0]
+    (stack_project.project.patches_dir / name).unlink()
+    with pytest.raises(PatchError, match=f"patch file '{name}' is missing") as info:
+        apply_stack(stack_project.project, stack_project.cache, tmp_path / "wd")
+    assert "series:1" in str(info.value)
+    assert not (tmp_path / "wd").exists()
+
+
+def test_unlisted_patch_file_is_a_warning(stack_project: StackProject, tmp_path: Path) -> None:
+    stray = stack_project.project.patches_dir / "draft.patch"
+    shutil.copy(next(stack_project.project.patches_dir.glob("*.patch")), stray)
+    result = apply_stack(stack_project.project, stack_project.cache, tmp_path / "wd")
+    assert any("draft.patch" in w and "not listed" in w for w in result.warnings)
+    assert len(result.applied) == 2
+
+
+def test_empty_series(stack_project: StackProject, tmp_path: Path) -> None:
+    (stack_project.project.patches_dir / "series").write_text("# nothing yet\n\n")
+    with pytest.raises(ConfigError, match="the series is empty"):
+        apply_stack(stack_project.project, stack_project.cache, tmp_path / "wd")
+
+
+def test_corrupt_patch_is_named(stack_project: StackProject, tmp_path: Path) -> None:
+    name = read_series(stack_project.project.patches_dir).names[0]
+    path = stack_project.project.patches_dir / name
+    text = path.read_text()
+    # Truncate inside a hunk: the hunk header promises more lines than follow.
+    cut = text.index("@@") + text[text.index("@@"):].index("\n") + 1
+    path.write_text(text[: cut] + " one context line only\n")
+    with pytest.raises(PatchError, match=f"{name}: the patch file is corrupt"):
+        apply_stack(stack_project.project, stack_project.cache, tmp_path / "wd")
+
+
+def test_not_a_patch_file(stack_project: StackProject, tmp_path: Path) -> None:
+    name = read_series(stack_project.project.patches_dir).names[0]
+    (stack_project.project.patches_dir / name).write_text("just some text\n")
+    with pytest.raises(PatchError, match="not a git format-patch file"):
+        apply_stack(stack_project.project, stack_project.cache, tmp_path / "wd")
+
+
+def test_non_applying_patch_names_patch_file_and_hunk(stack_project: StackProject, tmp_path: Path) -> None:
+    series = read_series(stack_project.project.patches_dir)
+    common_patch = next(p for p in series.patches() if "common" in p.subject)
+    assert series.names[-1] == common_patch.name
+    text = common_patch.path.read_text()
+    # The context the hunk expects is no longer there.
+    common_patch.path.write_text(text.replace(" int helper_29();", " int helper_twenty_nine();"))
+    with pytest.raises(PatchError) as info:
+        apply_stack(stack_project.project, stack_project.cache, tmp_path / "wd")
+    message = str(info.value)
+    assert f"{common_patch.name} does not apply" in message
+    assert "ggml/src/ggml-cuda/common.cuh at line 28: @@ -28," in message
+    # The work tree holds the patches before the failing one, and is clean.
+    assert WorkTree(tmp_path / "wd").uncommitted_changes() == []
+    assert sh_git(tmp_path / "wd", "log", "--format=%s", "-1") == "mmvq: batch-invariant block 20"
+    assert "holds the 1 patch(es) before it" in message
+
+
+# -- export -----------------------------------------------------------------
+
+def test_export_of_unchanged_work_is_byte_identical(stack_project: StackProject) -> None:
+    before = snapshot(stack_project.project.patches_dir)
+    result = export_stack(stack_project.project, stack_project.workdir)
+    assert not result.changed
+    assert snapshot(stack_project.project.patches_dir) == before
+    # Also from a fresh apply, on another day, by another committer.
+    apply_stack(stack_project.project, stack_project.cache, stack_project.workdir)
+    export_stack(stack_project.project, stack_project.workdir)
+    assert snapshot(stack_project.project.patches_dir) == before
+
+
+def test_export_has_no_drifting_fields(stack_project: StackProject) -> None:
+    for patch in stack_project.project.patches_dir.glob("*.patch"):
+        text = patch.read_text()
+        assert text.startswith("From 0000000000000000000000000000000000000000 ")
+        assert "\nDate: Thu, 1 Jan 1970 00:00:00 +0000\n" in text
+        assert "[PATCH" not in text
+        assert not text.rstrip().endswith(tuple("0123456789"))  # no git version signature
+        for line in text.splitlines():
+            if line.startswith("index "):
+                old, new = line.split()[1].split("..")
+                assert len(old) == len(new) == 40
+
+
+def test_export_ignores_the_users_git_configuration(stack_project: StackProject, isolated_git_config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = snapshot(stack_project.project.patches_dir)
+    with isolated_git_config.open("a") as config:
+        config.write("[diff]\n\tnoprefix = true\n\tcontext = 7\n[format]\n\tsignOff = true\n[core]\n\tabbrev = 8\n")
+    export_stack(stack_project.project, stack_project.workdir)
+    assert snapshot(stack_project.project.patches_dir) == before
+    # The isolation is what makes this hold: without it the export changes.
+    monkeypatch.setattr(git, "ISOLATED_CONFIG", {})
+    result = export_stack(stack_project.project, stack_project.workdir)
+    assert result.changed
+
+
+def test_export_writes_new_work_and_keeps_foreign_files(stack_project: StackProject) -> None:
+    notes = stack_project.project.patches_dir / "README.md"
+    notes.write_text("notes about the stack\n")
+    commit_in_workdir(stack_project.workdir, "ggml/src/ggml-cuda/fattn.cu", "int fattn() { return 3; }\n", "fattn: vec up to 16")
+    result = export_stack(stack_project.project, stack_project.workdir)
+    assert result.changes["fattn-vec-up-to-16.patch"].value == "added"
+    assert read_series(stack_project.project.patches_dir).names[-1] == "fattn-vec-up-to-16.patch"
+    assert notes.read_text() == "notes about the stack\n"
+    assert "README.md" in result.kept
+
+
+def test_export_refuses_uncommitted_changes(stack_project: StackProject) -> None:
+    (stack_project.workdir / "ggml/src/ggml-cuda/fattn.cu").write_text("half done\n")
+    before = snapshot(stack_project.project.patches_dir)
+    with pytest.raises(WorkTreeError, match="uncommitted changes"):
+        export_stack(stack_project.project, stack_project.workdir)
+    assert snapshot(stack_project.project.patches_dir) == before
+
+
+def test_interrupted_export_leaves_patches_whole(stack_project: StackProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = snapshot(stack_project.project.patches_dir)
+    commit_in_workdir(stack_project.workdir, "ggml/src/ggml-cuda/fattn.cu", "int fattn() { return 3; }\n", "fattn: more")
+    calls = {"n": 0}
+    real_copy = shutil.copy2
+
+    def failing_copy(src, dst, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError("disk full")
+        return real_copy(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "copy2", failing_copy)
+    with pytest.raises(OSError, match="disk full"):
+        export_stack(stack_project.project, stack_project.workdir)
+    assert snapshot(stack_project.project.patches_dir) == before
+    leftovers = [p.name for p in stack_project.project.root.iterdir() if "hiraishin-" in p.name]
+    assert leftovers == []
+
+
+def test_export_rejects_merge_commits(stack_project: StackProject) -> None:
+    workdir = stack_project.workdir
+    sh_git(workdir, "checkout", "-q", "-b", "side", "HEAD~1")
+    commit_in_workdir(workdir, "ggml/src/ggml-cuda/fattn.cu", "int fattn() { return 4; }\n", "side")
+    sh_git(workdir, "checkout", "-q", "hiraishin/work")
+    sh_git(workdir, "merge", "-q", "--no-edit", "side")
+    with pytest.raises(WorkTreeError, match="is a merge"):
+        export_stack(stack_project.project, workdir)
+
+
+# -- check ------------------------------------------------------------------
+
+def test_check_passes_on_an_exported_stack(stack_project: StackProject) -> None:
+    before = snapshot(stack_project.project.patches_dir)
+    result = check_stack(stack_project.project, stack_project.cache)
+    assert len(result.patches) == 2
+    assert snapshot(stack_project.project.patches_dir) == before
+
+
+def test_check_fails_on_a_patch_that_applies_only_with_an_offset(stack_project: StackProject) -> None:
+    name = next(p for p in read_series(stack_project.project.patches_dir).patches() if "mmvq" in p.subject).name
+    path = stack_project.project.patches_dir / name
+    text = path.read_text()
+    header = next(line for line in text.splitlines() if line.startswith("@@ "))
+    old_start = int(header.split()[1].split(",")[0][1:])
+    shifted = header.replace(f"-{old_start},", f"-{old_start + 3},", 1)
+    path.write_text(text.replace(header, shifted))
+    # It still applies (git finds the context 3 lines away) ...
+    apply_stack(stack_project.project, stack_project.cache, stack_project.workdir, force=True)
+    # ... but the committed file is not what the tool would write.
+    with pytest.raises(CheckFailed, match=f"{name} re-exports differently"):
+        check_stack(stack_project.project, stack_project.cache)
+
+
+def test_check_fails_on_a_patch_needing_a_three_way_merge(stack_project: StackProject, tmp_path: Path) -> None:
+    """A patch written against the previous upstream commit: its context moved,
+    so only git's three-way fallback applies it. apply accepts that; check must not."""
+    project, cache, upstream = stack_project.project, stack_project.cache, stack_project.upstream
+    pin = project.pin()
+    cache.prefetch_blobs(upstream.base, pin.checkout)
+    old_base = tmp_path / "old-base"
+    WorkTree(old_base).prepare(cache, upstream.base, pin.checkout, force=False)
+    fattn = (old_base / "ggml/src/ggml-cuda/fattn.cu").read_text()
+    commit_in_workdir(old_base, "ggml/src/ggml-cuda/fattn.cu", fattn.replace("return 8;", "return 80;"), "fattn: eighty")
+    shutil.rmtree(project.patches_dir)
+    project.patches_dir.mkdir()
+    render_patches(old_base, project.patches_dir)
+    apply_stack(project, cache, stack_project.workdir, force=True)
+    assert "return 50;" in (stack_project.workdir / "ggml/src/ggml-cuda/fattn.cu").read_text()
+    assert "return 80;" in (stack_project.workdir / "ggml/src/ggml-cuda/fattn.cu").read_text()
+    with pytest.raises(CheckFailed, match="fattn-eighty.patch does not apply"):
+        check_stack(project, cache)
+
+
+def test_check_requires_complete_patch_messages(stack_project: StackProject) -> None:
+    name = read_series(stack_project.project.patches_dir).names[0]
+    path = stack_project.project.patches_dir / name
+    path.write_text(path.read_text().replace("Upstream: not applicable.\n", ""))
+    with pytest.raises(CheckFailed, match=f"{name}: the message lacks Upstream:"):
+        check_stack(stack_project.project, stack_project.cache)
+
+
+def test_check_fails_on_a_hand_edited_series(stack_project: StackProject) -> None:
+    series = stack_project.project.patches_dir / "series"
+    series.write_text("# order matters\n" + series.read_text())
+    with pytest.raises(CheckFailed, match="series re-exports differently"):
+        check_stack(stack_project.project, stack_project.cache)
