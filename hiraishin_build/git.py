@@ -9,13 +9,21 @@ and, unlike the CLI on a partial clone, never starts a network fetch to answer.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pygit2
+from packaging.version import Version
 
 from . import proc
+from .errors import HiraishinError
+
+
+class GitTooOld(HiraishinError):
+    exit_code = 3
 
 # An identity for the commits this tool makes (git am), fixed so that applying
 # the same stack twice gives the same commits, whatever the user's settings.
@@ -33,6 +41,25 @@ ISOLATED_CONFIG = {
 }
 
 
+# sparse-checkout --no-cone and partial-clone fetches as used here need this.
+MINIMUM_GIT = Version("2.35")
+
+
+@functools.cache
+def require_git() -> Version:
+    out = proc.run(["git", "--version"], hint="install git 2.35 or newer").stdout
+    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", out)
+    if not match:
+        raise GitTooOld(f"cannot read the git version from {out.strip()!r}")
+    found = Version(match.group(0))
+    if found < MINIMUM_GIT:
+        raise GitTooOld(
+            f"git {found} is too old: hiraishin needs git {MINIMUM_GIT} or newer",
+            hint="install a newer git (e.g. from your distribution's backports)",
+        )
+    return found
+
+
 def git(
     repo: Path | None,
     *args: str,
@@ -42,6 +69,7 @@ def git(
     what: str | None = None,
     hint: str | None = None,
 ) -> proc.Completed:
+    require_git()
     prefix = ["git"] if repo is None else ["git", "-C", str(repo)]
     return proc.run([*prefix, *args], env=env, input=input, check=check, what=what, hint=hint)
 

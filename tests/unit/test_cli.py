@@ -88,3 +88,13 @@ def test_bad_input_exit_codes(stack_project: StackProject, breakage: str, code: 
 def test_outside_a_project(tmp_path: Path) -> None:
     result = hiraishin("patches", "list", cwd=tmp_path)
     assert result.returncode == 2 and "recipes/upstream.toml" in result.stderr
+
+
+def test_old_git_is_refused_with_a_clear_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hiraishin_build import git, proc
+
+    git.require_git.cache_clear()
+    monkeypatch.setattr(proc, "run", lambda *a, **k: proc.Completed(["git"], 0, "git version 2.30.1\n", ""))
+    with pytest.raises(git.GitTooOld, match="git 2.30.1 is too old"):
+        git.require_git()
+    git.require_git.cache_clear()
