@@ -12,12 +12,16 @@ from pathlib import Path
 
 import click
 
-from . import __version__, log
+from . import __version__, log, toolchain
 from .cache import UpstreamCache
 from .errors import HiraishinError
 from .project import Project
+from .recipe import find_recipe, load_recipes
+from .sdist import build_sdist
 from .series import read_series
+from .smoke import SmokeFailed, smoke_wheel
 from .stack import apply_stack, check_stack, export_stack, load_stack
+from .wheelbuild import WheelResult, build_wheel
 
 
 @dataclass
@@ -173,15 +177,97 @@ def patches_check(obj: Context) -> None:
     )
 
 
+# -- wheels -----------------------------------------------------------------
+
+@cli.command("recipes")
+@pass_context
+def recipes_command(obj: Context) -> None:
+    """List the wheel recipes."""
+    project = obj.project()
+    for recipe in load_recipes(project.recipes_dir):
+        needs = "a C/C++ compiler, cmake, ninja"
+        if recipe.backend == "cuda":
+            needs += f", CUDA {recipe.cuda_major} nvcc; runs with the [{recipe.extra}] extra"
+        arch = f" sm {', '.join(recipe.compute_capabilities)}" if recipe.architectures else ""
+        click.echo(f"{recipe.name:<12} {recipe.description}{arch}\n{'':<12} needs: {needs}")
+
+
+@cli.command("sdist")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where to write it (default: dist/ in the project).")
+@pass_context
+def sdist_command(obj: Context, out_dir: Path | None) -> None:
+    """Write the reproducible source distribution: patched upstream + wheels/."""
+    project = obj.project()
+    with log.step("making the sdist"):
+        result = build_sdist(project, obj.cache(), (out_dir or project.dist_dir).resolve())
+    click.echo(f"{result.path}\nsha256 {result.sha256}  version {result.version}  {result.files} files")
+
+
+def _wheel(project: Project, cache: UpstreamCache, recipe_name: str, sdist: Path | None,
+           isolated: bool, jobs: int | None) -> WheelResult:
+    recipe = find_recipe(project.recipes_dir, recipe_name)
+    if sdist is None:
+        with log.step("making the sdist"):
+            sdist = build_sdist(project, cache, project.dist_dir).path
+    out_dir = project.dist_dir / "wheels" / recipe.name
+    with log.step(f"building the {recipe.name} wheel"):
+        return build_wheel(sdist.resolve(), recipe, out_dir, build_dir=project.root / "build" / recipe.name,
+                           isolated=isolated, jobs=jobs)
+
+
+isolation_option = click.option(
+    "--no-build-isolation", "no_isolation", is_flag=True,
+    help="Build with the build tools already installed (scikit-build-core, cmake, ninja) instead of fetching them.",
+)
+jobs_option = click.option("-j", "--jobs", type=int, help="Parallel build jobs (default: all cores).")
+
+
+@cli.command("wheel")
+@click.option("--recipe", "recipe_name", required=True, help="A recipe in recipes/ (see `hiraishin recipes`).")
+@click.option("--sdist", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="Build from this sdist (default: make one first).")
+@isolation_option
+@jobs_option
+@pass_context
+def wheel_command(obj: Context, recipe_name: str, sdist: Path | None, no_isolation: bool, jobs: int | None) -> None:
+    """Build a wheel from the sdist with a recipe's CMake defines."""
+    result = _wheel(obj.project(), obj.cache(), recipe_name, sdist, not no_isolation, jobs)
+    click.echo(f"{result.path}  ({result.size / 1e6:.1f} MB)")
+
+
+@cli.command("smoke", context_settings={"ignore_unknown_options": True})
+@click.argument("wheel", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--system-site-packages", is_flag=True, help="Let the venv see the system's packages (e.g. NVIDIA runtime wheels).")
+@click.option("--find-links", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              help="Install the wheel's dependencies from this directory only (no index).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="Where the venv and report go.")
+@click.argument("smoke_args", nargs=-1, type=click.UNPROCESSED)
+@pass_context
+def smoke_command(obj: Context, wheel: Path, system_site_packages: bool, find_links: Path | None,
+                  out_dir: Path | None, smoke_args: tuple[str, ...]) -> None:
+    """Install WHEEL in a fresh venv and run hiraishin-llama-smoke (extra args after --)."""
+    target = (out_dir or wheel.parent / "smoke").resolve()
+    result = smoke_wheel(wheel, target, system_site_packages=system_site_packages, find_links=find_links,
+                         smoke_args=smoke_args)
+    click.echo(f"smoke report: {result.report_path}")
+    if not result.passed:
+        raise SmokeFailed(f"the smoke test failed; report: {result.report_path}")
+
+
 # -- the main job -----------------------------------------------------------
 
 @cli.command("build")
 @click.option("--from", "source", metavar="PATH_OR_URL",
               help="Fill the cache from this repository when it lacks the pin.")
-@workdir_option
+@click.option("--recipe", "recipe_name", help="Build this recipe (default: the one for this machine's GPU and CUDA).")
+@isolation_option
+@jobs_option
+@click.option("--no-smoke", is_flag=True, help="Stop after building the wheel.")
 @pass_context
-def build(obj: Context, source: str | None, workdir: Path | None) -> None:
-    """Fetch the upstream if needed, verify the pin and apply the stack."""
+def build(obj: Context, source: str | None, recipe_name: str | None, no_isolation: bool,
+          jobs: int | None, no_smoke: bool) -> None:
+    """The main job: upstream -> sdist -> wheel -> smoke test, for this machine."""
     project, cache = obj.project(), obj.cache()
     pin = project.pin()
     read_series(project.patches_dir)
@@ -189,10 +275,21 @@ def build(obj: Context, source: str | None, workdir: Path | None) -> None:
         with log.step(f"fetching {pin.ref}"):
             cache.fetch(source or pin.url, pin)
     cache.verify(pin)
-    target = (workdir or project.default_workdir).resolve()
-    with log.step(f"applying the stack in {target}"):
-        result = apply_stack(project, cache, target, pin=pin)
-    click.echo(f"applied {len(result.applied)} patch(es) on {pin.ref} in {target}")
+    if recipe_name is None:
+        machine = toolchain.detect()
+        recipe_name = toolchain.recipe_for(machine, load_recipes(project.recipes_dir)).name
+        click.echo(f"recipe for this machine: {recipe_name} "
+                   f"(GPU compute capability: {', '.join(machine.compute_capabilities) or 'none'}, "
+                   f"CUDA: {machine.cuda_major or 'none'})")
+    wheel = _wheel(project, cache, recipe_name, None, not no_isolation, jobs)
+    click.echo(f"wheel: {wheel.path} ({wheel.size / 1e6:.1f} MB)")
+    if no_smoke:
+        return
+    with log.step("smoke test"):
+        result = smoke_wheel(wheel.path, wheel.path.parent / "smoke", system_site_packages=True)
+    click.echo(f"wheel:        {wheel.path}\nsmoke report: {result.report_path}")
+    if not result.passed:
+        raise SmokeFailed(f"the smoke test failed; report: {result.report_path}")
 
 
 def main() -> None:

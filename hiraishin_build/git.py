@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import pygit2
@@ -229,6 +229,16 @@ class ObjectStore:
 
     def blobs(self, commit: str) -> Iterable[tuple[str, str]]:
         """(path, blob id) of every file in ``commit``; submodules are skipped."""
+        for path, oid, _ in self._entries(commit):
+            yield path, oid
+
+    def files(self, commit: str, keep: Callable[[str], bool]) -> Iterable[tuple[str, int, bytes]]:
+        """(path, git file mode, content) of the blobs in ``commit`` whose path ``keep`` accepts."""
+        for path, oid, mode in self._entries(commit):
+            if keep(path):
+                yield path, mode, self._repo.get(oid).data
+
+    def _entries(self, commit: str) -> Iterable[tuple[str, str, int]]:
         stack = [("", self._repo.get(commit).peel(pygit2.Tree))]
         while stack:
             prefix, tree = stack.pop()
@@ -237,7 +247,7 @@ class ObjectStore:
                 if entry.type_str == "tree":
                     stack.append((path + "/", self._repo.get(entry.id)))
                 elif entry.type_str == "blob":
-                    yield path, str(entry.id)
+                    yield path, str(entry.id), entry.filemode
 
     def tags(self) -> list[str]:
         return [name.removeprefix("refs/tags/") for name in self._repo.references if name.startswith("refs/tags/")]

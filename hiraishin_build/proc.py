@@ -86,3 +86,47 @@ def run(
             hint=hint,
         )
     return result
+
+
+def run_logged(
+    args: Sequence[str | os.PathLike[str]],
+    *,
+    log_path: Path,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    what: str,
+    hint: str | None = None,
+) -> None:
+    """Run a long program, writing all its output to ``log_path`` and showing
+    its progress lines (ninja's ``[n/m]``, pip's and CMake's steps) as it goes.
+
+    For builds that take minutes: the person watching sees where it is, and
+    on failure the error carries the tail and names the full log.
+    """
+    from collections import deque
+
+    from .log import console
+
+    argv = [os.fspath(a) for a in args]
+    if shutil.which(argv[0]) is None:
+        raise CommandError(f"{argv[0]} is not installed or not on PATH", command=argv, returncode=127,
+                           output_tail="", hint=hint)
+    env_prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
+    get_logger().debug("$ %s%s (log: %s)", env_prefix + " " if env_prefix else "", shlex.join(argv), log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    last_lines: deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)
+    full_env = None if env is None else {**os.environ, **env}
+    with log_path.open("w", encoding="utf-8") as log, console.status(what) as status:
+        process = subprocess.Popen(argv, cwd=cwd, env=full_env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1)
+        assert process.stdout is not None
+        for line in process.stdout:
+            log.write(line)
+            line = line.rstrip()
+            last_lines.append(line)
+            if line.startswith("[") or line.startswith("*** ") or line.startswith("-- Build files"):
+                status.update(f"{what}: {line[:120]}")
+        returncode = process.wait()
+    if returncode != 0:
+        raise CommandError(f"{what} failed (full log: {log_path})", command=argv, returncode=returncode,
+                           output_tail="\n".join(last_lines), hint=hint)

@@ -22,6 +22,18 @@ class Project:
         return self.root / "patches"
 
     @property
+    def wheels_dir(self) -> Path:
+        return self.root / "wheels"
+
+    @property
+    def recipes_dir(self) -> Path:
+        return self.root / "recipes"
+
+    @property
+    def dist_dir(self) -> Path:
+        return self.root / "dist"
+
+    @property
     def default_workdir(self) -> Path:
         return self.root / "work" / "llama.cpp"
 

@@ -1,0 +1,70 @@
+"""Build a wheel from the sdist with a recipe, through scikit-build-core."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import proc
+from .errors import HiraishinError
+from .log import get_logger
+from .recipe import Recipe
+
+
+class WheelBuildError(HiraishinError):
+    exit_code = 8
+
+
+@dataclass(frozen=True)
+class WheelResult:
+    path: Path
+    log: Path
+    size: int
+
+
+def config_settings(recipe: Recipe, build_dir: Path) -> list[str]:
+    """The -C options that hand the recipe to scikit-build-core."""
+    settings = [f"build-dir={build_dir}"]
+    settings += [f"cmake.define.{key}={value}" for key, value in sorted(recipe.cmake_defines().items())]
+    return settings
+
+
+def pip_wheel_command(sdist: Path, recipe: Recipe, out_dir: Path, build_dir: Path, *, isolated: bool) -> list[str]:
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(out_dir), "-v"]
+    if not isolated:
+        command.append("--no-build-isolation")
+    for setting in config_settings(recipe, build_dir):
+        command += ["-C", setting]
+    return [*command, str(sdist)]
+
+
+def build_wheel(
+    sdist: Path,
+    recipe: Recipe,
+    out_dir: Path,
+    *,
+    build_dir: Path,
+    isolated: bool = True,
+    jobs: int | None = None,
+) -> WheelResult:
+    if not sdist.is_file():
+        raise WheelBuildError(f"sdist {sdist} does not exist", hint="make one with `hiraishin sdist`")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    before = set(out_dir.glob("*.whl"))
+    env = {"CMAKE_BUILD_PARALLEL_LEVEL": str(jobs or os.cpu_count() or 2)}
+    log = out_dir / f"build-{recipe.name}.log"
+    get_logger().info("building the %s wheel from %s (log: %s)", recipe.name, sdist.name, log)
+    proc.run_logged(
+        pip_wheel_command(sdist, recipe, out_dir, build_dir, isolated=isolated),
+        log_path=log,
+        env=env,
+        what=f"building the {recipe.name} wheel",
+        hint="read the full log; `hiraishin doctor` checks the toolchain" if recipe.backend == "cuda" else None,
+    )
+    built = sorted(set(out_dir.glob("hiraishin_llama-*.whl")) - before) or sorted(out_dir.glob("hiraishin_llama-*.whl"))
+    if not built:
+        raise WheelBuildError(f"pip reported success but wrote no wheel to {out_dir}", hint=f"see {log}")
+    wheel = max(built, key=lambda p: p.stat().st_mtime)
+    return WheelResult(wheel, log, wheel.stat().st_size)
