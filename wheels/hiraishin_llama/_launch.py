@@ -1,0 +1,73 @@
+"""Console scripts that run the bundled llama.cpp programs.
+
+Each one execs the real binary from ``bin/`` with the environment it needs:
+batch-invariant mode on unless the user set the switch, and the NVIDIA runtime
+wheels' library directories on the search path as a fallback for installs
+where RPATH cannot reach them (purelib and platlib in different places).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from . import runtime
+
+BIN_DIR = Path(__file__).resolve().parent / "bin"
+
+# Our wheels exist for exact speculative decoding, so the switch is on by
+# default here; GGML_CUDA_BATCH_INVARIANT=0 (or GGML_BATCH_INVARIANT=0) turns it off.
+DEFAULT_ENVIRONMENT = {"GGML_CUDA_BATCH_INVARIANT": "1", "GGML_BATCH_INVARIANT": "1"}
+
+
+def program_path(name: str) -> Path:
+    path = BIN_DIR / name
+    if not path.is_file():
+        raise SystemExit(
+            f"hiraishin-llama: {path} is missing from this installation; reinstall the wheel "
+            "(pip install --force-reinstall hiraishin-llama)"
+        )
+    return path
+
+
+def program_environment(base: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    if "GGML_CUDA_BATCH_INVARIANT" not in env and "GGML_BATCH_INVARIANT" not in env:
+        env.update(DEFAULT_ENVIRONMENT)
+    library_dirs = [str(d) for d in runtime.nvidia_library_dirs()]
+    if library_dirs:
+        existing = env.get("LD_LIBRARY_PATH")
+        env["LD_LIBRARY_PATH"] = os.pathsep.join([*library_dirs, *([existing] if existing else [])])
+    return env
+
+
+def run_program(name: str, args: list[str] | None = None) -> None:
+    path = program_path(name)
+    runtime.warn_about_environment(name)
+    argv = [name, *(sys.argv[1:] if args is None else args)]
+    os.execve(path, argv, program_environment())
+
+
+def llama_server() -> None:
+    run_program("llama-server")
+
+
+def llama_cli() -> None:
+    run_program("llama-cli")
+
+
+def llama_speculative_simple() -> None:
+    run_program("llama-speculative-simple")
+
+
+def llama_bench() -> None:
+    run_program("llama-bench")
+
+
+def llama_quantize() -> None:
+    run_program("llama-quantize")
+
+
+def hiraishin_replay() -> None:
+    run_program("hiraishin-replay")

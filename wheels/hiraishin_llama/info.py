@@ -1,0 +1,37 @@
+"""``hiraishin-llama``: what this installation is and what it runs on."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from . import __version__, runtime
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="hiraishin-llama", description=__doc__)
+    parser.add_argument("--version", action="store_true", help="print the version and build information")
+    parser.add_argument("--json", action="store_true", help="print it as JSON")
+    args = parser.parse_args(argv)
+    info = {"version": __version__, **runtime.build_info(),
+            "gpus": [gpu.__dict__ for gpu in runtime.gpus()], "warnings": runtime.environment_warnings()}
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return
+    print(f"hiraishin-llama {__version__}")
+    upstream = info.get("upstream", {})
+    if upstream:
+        print(f"upstream: {upstream.get('url')} {upstream.get('ref')} ({upstream.get('commit', '')[:12]})")
+    for patch in info.get("patches", []):
+        print(f"patch:    {patch['sha256'][:12]}  {patch['subject']}")
+    for key in ("recipe", "cuda", "cuda_architectures", "cxx_compiler", "cmake"):
+        if info.get(key):
+            print(f"{key + ':':<9} {info[key]}")
+    for gpu in info["gpus"]:
+        print(f"gpu:      {gpu['name']} (compute capability {gpu['compute_capability']})")
+    for warning in info["warnings"]:
+        print(f"warning:  {warning}")
+
+
+if __name__ == "__main__":
+    main()

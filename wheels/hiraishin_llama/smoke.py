@@ -1,0 +1,196 @@
+"""``hiraishin-llama-smoke``: prove on this machine that batched verify passes
+reproduce one-token decoding bit for bit.
+
+For each model and KV cache type it runs ``hiraishin-replay`` twice: with
+batch-invariant mode on, expecting identical logits at every position, and
+with it off (the negative control), expecting differences on CUDA - a control
+that shows no difference there means the test proves nothing. Backends the
+build does not claim to be exact are reported, not judged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import __version__, runtime, synthetic
+from ._launch import BIN_DIR, program_environment
+
+DEFAULT_BATCHES = "2,3,4,5,8,9,12,16"
+SWITCHES = ("GGML_CUDA_BATCH_INVARIANT", "GGML_BATCH_INVARIANT")
+
+
+@dataclass(frozen=True)
+class Case:
+    quant: str
+    kv: str
+    batch_invariant: bool
+    expect: str
+    """identical, differ, or none (report only)."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.quant} kv={self.kv} switch {'on' if self.batch_invariant else 'off'}"
+
+
+@dataclass
+class CaseResult:
+    case: Case
+    exit_code: int
+    passed: bool
+    error: str | None = None
+    report: dict | None = field(default=None, repr=False)
+
+
+def backend_in_use() -> str:
+    return "cuda" if runtime.built_architectures() and runtime.gpus() else "cpu"
+
+
+def exact_backends() -> set[str]:
+    return set(runtime.build_info().get("exact_backends", []))
+
+
+def default_cases(backend: str, quants: list[str], kv_types: list[str]) -> list[Case]:
+    claimed = backend in exact_backends()
+    cases = [Case(q, kv, True, "identical" if claimed else "none") for q in quants for kv in kv_types]
+    # One negative control per model: with the switch off the bug must show on CUDA.
+    cases += [Case(q, kv_types[0], False, "differ" if backend == "cuda" else "none") for q in quants]
+    return cases
+
+
+def prepare_models(work_dir: Path, preset: str, n_layer: int, quants: list[str], seed: int) -> dict[str, Path]:
+    """Synthetic models, made once per (preset, layers, seed) and reused: same seed, same bytes."""
+    quantizer = BIN_DIR / synthetic.QUANTIZER_NAME
+    models = {}
+    f16 = work_dir / f"{preset}-{n_layer}l-seed{seed}-F16.gguf"
+    for quant in quants:
+        target = work_dir / f"{preset}-{n_layer}l-seed{seed}-{quant}.gguf"
+        if not target.is_file():
+            if not f16.is_file():
+                print(f"making synthetic model {f16.name} ...", flush=True)
+                synthetic.make_model(preset, seed, n_layer, f16)
+            print(f"quantizing to {quant} ...", flush=True)
+            partial = target.with_suffix(".partial")
+            synthetic.quantize(f16, partial, quant, quantizer)
+            partial.replace(target)
+        models[quant] = target
+    return models
+
+
+def run_case(case: Case, model: Path, args: argparse.Namespace, json_dir: Path) -> CaseResult:
+    report_path = json_dir / f"{case.name.replace(' ', '_').replace('=', '-')}.json"
+    env = program_environment({k: v for k, v in os.environ.items() if k not in SWITCHES})
+    for switch in SWITCHES:
+        env[switch] = "1" if case.batch_invariant else "0"
+    command = [
+        str(BIN_DIR / "hiraishin-replay"), "replay", "--model", str(model),
+        "--cache-type-k", case.kv, "--cache-type-v", case.kv,
+        "--n-gen", str(args.n_gen), "--n-prompt", str(args.n_prompt), "--batches", args.batches,
+        "--ctx", str(args.ctx), "--expect", case.expect, "--json", str(report_path),
+    ]
+    print(f"running {case.name} ...", flush=True)
+    completed = subprocess.run(command, env=env, capture_output=True, text=True)
+    report = json.loads(report_path.read_text()) if report_path.is_file() else None
+    if completed.returncode not in (0, 1) or report is None:
+        tail = "\n".join((completed.stderr or completed.stdout).strip().splitlines()[-5:])
+        return CaseResult(case, completed.returncode, False, error=tail or "no report written", report=report)
+    return CaseResult(case, completed.returncode, completed.returncode == 0, report=report)
+
+
+def render_table(results: list[CaseResult], batches: list[int]) -> str:
+    header = f"{'case':<30} {'expect':<10}" + "".join(f"{'b=' + str(b):>7}" for b in batches) + "  result"
+    lines = [header, "-" * len(header)]
+    for result in results:
+        row = f"{result.case.name:<30} {result.case.expect:<10}"
+        by_b = {r["b"]: r for r in (result.report or {}).get("results", [])}
+        for b in batches:
+            row += f"{by_b[b]['positions_differ']:>7}" if b in by_b else f"{'-':>7}"
+        verdict = "ok" if result.passed else ("ERROR" if result.error else "FAILED")
+        if result.case.expect == "none" and result.passed:
+            verdict = "reported"
+        lines.append(row + f"  {verdict}")
+        if result.error:
+            lines.append("    " + result.error.replace("\n", "\n    "))
+    lines.append("numbers: positions whose logits differ from one-token decoding (of --n-gen compared)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="hiraishin-llama-smoke", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", type=Path, help="a real GGUF model instead of the synthetic ones")
+    parser.add_argument("--preset", default=None, help="synthetic model shape (default: qwen3-8b)")
+    parser.add_argument("--n-layer", type=int, default=None, help="layers of the synthetic model (default: 4 on CUDA, 1 on CPU)")
+    parser.add_argument("--quants", default=None, help="quantizations (default: Q4_K_M,Q6_K on CUDA, Q4_K_M on CPU)")
+    parser.add_argument("--kv", default=None, help="KV cache types (default: f16,q8_0,turbo4 on CUDA, f16 on CPU)")
+    parser.add_argument("--n-gen", type=int, default=None, help="generated tokens (default: 600 on CUDA, 200 on CPU)")
+    parser.add_argument("--n-prompt", type=int, default=64)
+    parser.add_argument("--ctx", type=int, default=4096)
+    parser.add_argument("--batches", default=DEFAULT_BATCHES)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--work-dir", type=Path, default=None, help="where models are kept (default: a cache directory)")
+    parser.add_argument("--json", type=Path, default=Path("hiraishin-smoke.json"), help="the report (default: ./hiraishin-smoke.json)")
+    args = parser.parse_args(argv)
+
+    runtime.warn_about_environment("hiraishin-llama-smoke")
+    backend = backend_in_use()
+    on_gpu = backend == "cuda"
+    args.n_gen = args.n_gen or (600 if on_gpu else 200)
+    quants = (args.quants or ("Q4_K_M,Q6_K" if on_gpu else "Q4_K_M")).split(",")
+    kv_types = (args.kv or ("f16,q8_0,turbo4" if on_gpu else "f16")).split(",")
+    batches = [int(b) for b in args.batches.split(",")]
+    work_dir = args.work_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hiraishin-llama" / "models"
+    work_dir.mkdir(parents=True, exist_ok=True)
+
+    if args.model is not None:
+        if not args.model.is_file():
+            print(f"hiraishin-llama-smoke: --model {args.model}: no such file", file=sys.stderr)
+            return 2
+        models = {args.model.name: args.model}
+        quants = [args.model.name]
+    else:
+        preset = args.preset or "qwen3-8b"
+        n_layer = args.n_layer or (4 if on_gpu else 1)
+        models = prepare_models(work_dir, preset, n_layer, quants, args.seed)
+
+    started = datetime.datetime.now(datetime.timezone.utc)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="hiraishin-smoke-") as scratch:
+        for case in default_cases(backend, quants, kv_types):
+            results.append(run_case(case, models[case.quant], args, Path(scratch)))
+    passed = all(r.passed for r in results)
+    print()
+    print(render_table(results, batches))
+    summary = {
+        "tool": "hiraishin-llama-smoke",
+        "version": __version__,
+        "date": started.isoformat(timespec="seconds"),
+        "backend": backend,
+        "exact_backends": sorted(exact_backends()),
+        "build": runtime.build_info(),
+        "gpus": [asdict(g) for g in runtime.gpus()],
+        "models": {name: str(path) for name, path in models.items()},
+        "n_gen": args.n_gen,
+        "batches": batches,
+        "cases": [
+            {**asdict(r.case), "name": r.case.name, "exit_code": r.exit_code, "passed": r.passed,
+             "error": r.error, "report": r.report}
+            for r in results
+        ],
+        "passed": passed,
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"\n{'PASSED' if passed else 'FAILED'}: report in {args.json}")
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
