@@ -33,7 +33,10 @@ def smoke_wheel(
     system_site_packages: bool = False,
     find_links: Path | None = None,
     smoke_args: tuple[str, ...] = (),
+    serve_model: Path | None = None,
 ) -> SmokeResult:
+    """Install ``wheel`` into a new venv under ``out_dir``, run its smoke test
+    there, and, with ``serve_model``, check that its llama-server answers."""
     if not wheel.is_file() or wheel.suffix != ".whl":
         raise SmokeFailed(f"{wheel} is not a wheel file", hint="build one with `hiraishin wheel --recipe NAME`")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -58,4 +61,80 @@ def smoke_wheel(
             hint=f"see {out_dir / 'smoke.log'}\n" + proc.tail(completed.output, 10),
         )
     report = json.loads(report_path.read_text())
+    if serve_model is not None:
+        served = serve_check(venv, serve_model, out_dir / "server.log")
+        report["serve_check"] = served.as_dict()
+        report_path.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"llama-server answered {served.tokens_predicted} tokens: {served.completion!r}")
     return SmokeResult(report_path, completed.returncode == 0 and report.get("passed", False), report)
+
+
+@dataclass(frozen=True)
+class ServeResult:
+    model: str
+    port: int
+    startup_s: float
+    completion: str
+    tokens_predicted: int
+    request_s: float
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def serve_check(venv: Path, model: Path, log_path: Path, *, timeout_s: float = 120.0,
+                prompt: str = "The capital of France is", n_predict: int = 16) -> ServeResult:
+    """Start the wheel's llama-server on loopback, ask one completion, stop it."""
+    import subprocess
+    import time
+    import urllib.error
+    import urllib.request
+
+    if not model.is_file():
+        raise SmokeFailed(f"--serve-model {model}: no such file")
+    port = _free_port()
+    server = venv / "bin" / "llama-server"
+    command = [str(server), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", "2048", "-np", "1"]
+    started = time.monotonic()
+    with log_path.open("w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            while True:
+                if process.poll() is not None:
+                    raise SmokeFailed(f"llama-server exited with status {process.returncode} before it was ready",
+                                      hint=f"see {log_path}:\n" + proc.tail(log_path.read_text(), 10))
+                try:
+                    with urllib.request.urlopen(f"{base}/health", timeout=2) as response:
+                        if response.status == 200:
+                            break
+                except (urllib.error.URLError, ConnectionError, TimeoutError):
+                    pass
+                if time.monotonic() - started > timeout_s:
+                    raise SmokeFailed(f"llama-server did not become ready in {timeout_s:.0f} s", hint=f"see {log_path}")
+                time.sleep(0.5)
+            startup = time.monotonic() - started
+            body = json.dumps({"prompt": prompt, "n_predict": n_predict, "temperature": 0}).encode()
+            request = urllib.request.Request(f"{base}/completion", data=body, headers={"Content-Type": "application/json"})
+            asked = time.monotonic()
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+                answer = json.loads(response.read())
+            took = time.monotonic() - asked
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+    content = answer.get("content", "")
+    if not content.strip():
+        raise SmokeFailed("llama-server answered an empty completion", hint=f"see {log_path}")
+    return ServeResult(str(model), port, round(startup, 2), content, int(answer.get("tokens_predicted", 0)), round(took, 2))

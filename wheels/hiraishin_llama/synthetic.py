@@ -1,0 +1,390 @@
+"""Deterministic synthetic GGUF models with a real architecture and real shapes.
+
+Measuring batch invariance needs models that drive the same kernels as
+production checkpoints (same matrix shapes, same quantization formats) but
+can be produced anywhere without downloading gigabytes of weights. A model
+written here is a ``qwen3`` GGUF whose bytes are a pure function of
+(preset, seed, n_layer): llama.cpp loads it like any converted checkpoint,
+and two runs on different machines produce the same file.
+
+The text it generates is meaningless; what matters is that the numerics are
+those of a real model of that shape.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+ARCHITECTURE = "qwen3"
+
+# Directory holding the compiled tools (llama-quantize, hiraishin-replay).
+BIN_DIR_ENV = "HIRAISHIN_LLAMA_BIN_DIR"
+QUANTIZER_NAME = "llama-quantize"
+
+# Quantization types that the project measures; names as llama-quantize spells them.
+QUANT_TYPES = ("Q4_K_M", "Q6_K", "Q8_0")
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Hyperparameters of a synthetic qwen3 model."""
+
+    name: str
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    n_ff: int
+    n_vocab: int
+    n_layer: int
+    context_length: int
+    rope_freq_base: float = 1e6
+    rms_norm_eps: float = 1e-6
+
+
+PRESETS: dict[str, Preset] = {
+    preset.name: preset
+    for preset in (
+        # Qwen3-8B shapes with a llama-sized vocabulary; a few layers are enough to
+        # exercise every kernel while keeping the file around 2 GB at F16.
+        Preset(name="qwen3-8b", n_embd=4096, n_head=32, n_head_kv=8, head_dim=128,
+               n_ff=12288, n_vocab=32000, n_layer=4, context_length=40960),
+        # Small enough for CPU unit tests, while every row length stays a multiple of
+        # 256 so that K-quants (block size 256) apply to all matrices.
+        Preset(name="tiny", n_embd=256, n_head=4, n_head_kv=2, head_dim=64,
+               n_ff=768, n_vocab=4096, n_layer=2, context_length=4096),
+    )
+}
+
+# Token ids of the special tokens, in the order the SentencePiece "llama"
+# tokenizer expects them.
+UNK_ID = 0
+BOS_ID = 1
+EOS_ID = 2
+FIRST_BYTE_ID = 3
+N_BYTE_TOKENS = 256
+# The SentencePiece word-boundary marker (U+2581), which llama.cpp substitutes for spaces.
+SPACE_MARKER = "\u2581"
+
+# Logits are output_norm(x) @ output, so with unit-RMS hidden states their
+# standard deviation equals this factor; large enough that the top two logits
+# are well separated and greedy decoding does not hinge on float ties.
+LOGIT_STD = 3.0
+
+# Normal draws are generated in chunks of this many values to bound peak memory
+# on the large presets. The chunking is part of the byte-exact output, so it
+# must not change.
+_DRAW_CHUNK = 1 << 22
+
+
+class QuantizationError(RuntimeError):
+    """llama-quantize ran but did not produce the quantized model."""
+
+
+@dataclass(frozen=True)
+class _TensorSpec:
+    name: str
+    # numpy order (slowest dimension first), i.e. the reverse of ggml's ne[].
+    shape: tuple[int, ...]
+    # Standard deviation of the normal draw; None for norm weights, which are all ones.
+    std: float | None
+
+    @property
+    def dtype(self) -> type[np.floating]:
+        # llama.cpp keeps 1-D norm weights in F32 even in F16 and quantized models.
+        return np.float32 if self.std is None else np.float16
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
+
+
+def get_preset(preset: str | Preset) -> Preset:
+    if isinstance(preset, Preset):
+        return preset
+    try:
+        return PRESETS[preset]
+    except KeyError:
+        valid = ", ".join(sorted(PRESETS))
+        raise ValueError(f"unknown synthetic model preset {preset!r}; valid presets: {valid}") from None
+
+
+def build_vocab(n_vocab: int) -> tuple[list[str], list[float], list[int]]:
+    """Return (tokens, scores, token_types) of a SentencePiece-style vocabulary.
+
+    Layout: <unk>, <s>, </s>, the 256 byte-fallback tokens <0x00>..<0xFF>, then
+    word pieces over a-z (with and without the word-boundary marker) by
+    increasing length. Byte fallback makes every string tokenizable, and the
+    pieces give the merge-based tokenizer something to merge.
+    """
+    n_fixed = FIRST_BYTE_ID + N_BYTE_TOKENS
+    if n_vocab <= n_fixed:
+        raise ValueError(f"vocabulary size {n_vocab} is too small; it must exceed {n_fixed} "
+                         "(3 special tokens and 256 byte tokens)")
+
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{byte:02X}>" for byte in range(N_BYTE_TOKENS)]
+    token_types = [int(gguf.TokenType.UNKNOWN), int(gguf.TokenType.CONTROL), int(gguf.TokenType.CONTROL)]
+    token_types += [int(gguf.TokenType.BYTE)] * N_BYTE_TOKENS
+    scores = [0.0] * n_fixed
+
+    pieces = itertools.islice(_word_pieces(), n_vocab - n_fixed)
+    for rank, piece in enumerate(pieces):
+        tokens.append(piece)
+        # Earlier (shorter) pieces score higher, like frequent pieces in a trained model.
+        scores.append(-float(rank))
+        token_types.append(int(gguf.TokenType.NORMAL))
+    return tokens, scores, token_types
+
+
+def _word_pieces() -> Iterator[str]:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    yield SPACE_MARKER
+    for length in itertools.count(1):
+        for combo in itertools.product(letters, repeat=length):
+            word = "".join(combo)
+            yield SPACE_MARKER + word
+            yield word
+
+
+def _tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
+    """Every tensor llama.cpp's qwen3 loader requires, with its initialization scale.
+
+    Projections use std 1/sqrt(fan_in) so each matmul preserves the activation
+    scale; the two projections that write into the residual stream are further
+    scaled by 1/sqrt(2 * n_layer) so the stream grows slowly with depth.
+    """
+    n_embd, n_vocab = preset.n_embd, preset.n_vocab
+    n_q = preset.n_head * preset.head_dim
+    n_kv = preset.n_head_kv * preset.head_dim
+    residual_scale = 1.0 / np.sqrt(2.0 * n_layer)
+
+    specs = [_TensorSpec("token_embd.weight", (n_vocab, n_embd), 1.0)]
+    for layer in range(n_layer):
+        blk = f"blk.{layer}"
+        specs += [
+            _TensorSpec(f"{blk}.attn_norm.weight", (n_embd,), None),
+            _TensorSpec(f"{blk}.attn_q.weight", (n_q, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.attn_k.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.attn_v.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.attn_q_norm.weight", (preset.head_dim,), None),
+            _TensorSpec(f"{blk}.attn_k_norm.weight", (preset.head_dim,), None),
+            _TensorSpec(f"{blk}.attn_output.weight", (n_embd, n_q), residual_scale / np.sqrt(n_q)),
+            _TensorSpec(f"{blk}.ffn_norm.weight", (n_embd,), None),
+            _TensorSpec(f"{blk}.ffn_gate.weight", (preset.n_ff, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.ffn_up.weight", (preset.n_ff, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.ffn_down.weight", (n_embd, preset.n_ff), residual_scale / np.sqrt(preset.n_ff)),
+        ]
+    specs += [
+        _TensorSpec("output_norm.weight", (n_embd,), None),
+        _TensorSpec("output.weight", (n_vocab, n_embd), LOGIT_STD / np.sqrt(n_embd)),
+    ]
+    return specs
+
+
+def _tensor_rng(seed: int, tensor_name: str) -> np.random.Generator:
+    # Each tensor gets its own stream keyed by its name, so its draws do not
+    # depend on the order tensors are written in or on how many layers come
+    # before or after it (only the depth-dependent scale of the residual
+    # projections changes with the layer count).
+    name_key = int.from_bytes(hashlib.sha256(tensor_name.encode()).digest()[:8], "little")
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy=seed, spawn_key=(name_key,))))
+
+
+def _materialize(spec: _TensorSpec, seed: int) -> np.ndarray:
+    if spec.std is None:
+        return np.ones(spec.shape, dtype=np.float32)
+    rng = _tensor_rng(seed, spec.name)
+    std = np.float32(spec.std)
+    out = np.empty(spec.shape, dtype=np.float16)
+    flat = out.reshape(-1)
+    for start in range(0, flat.size, _DRAW_CHUNK):
+        count = min(_DRAW_CHUNK, flat.size - start)
+        chunk = rng.standard_normal(count, dtype=np.float32)
+        chunk *= std
+        flat[start:start + count] = chunk
+    return out
+
+
+def _add_metadata(writer: gguf.GGUFWriter, preset: Preset, seed: int, n_layer: int) -> None:
+    writer.add_name(f"hiraishin-synthetic-{preset.name}-L{n_layer}-seed{seed}")
+    writer.add_file_type(int(gguf.LlamaFileType.MOSTLY_F16))
+    writer.add_context_length(preset.context_length)
+    writer.add_embedding_length(preset.n_embd)
+    writer.add_block_count(n_layer)
+    writer.add_feed_forward_length(preset.n_ff)
+    writer.add_head_count(preset.n_head)
+    writer.add_head_count_kv(preset.n_head_kv)
+    writer.add_key_length(preset.head_dim)
+    writer.add_value_length(preset.head_dim)
+    writer.add_rope_dimension_count(preset.head_dim)
+    writer.add_rope_freq_base(preset.rope_freq_base)
+    writer.add_layer_norm_rms_eps(preset.rms_norm_eps)
+
+    tokens, scores, token_types = build_vocab(preset.n_vocab)
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(tokens)
+    writer.add_token_scores(scores)
+    writer.add_token_types(token_types)
+    writer.add_unk_token_id(UNK_ID)
+    writer.add_bos_token_id(BOS_ID)
+    writer.add_eos_token_id(EOS_ID)
+    writer.add_add_bos_token(True)
+    writer.add_add_eos_token(False)
+
+    # Provenance, so a file found on disk says how to regenerate it.
+    writer.add_string("hiraishin.synthetic.preset", preset.name)
+    writer.add_uint64("hiraishin.synthetic.seed", seed)
+
+
+def make_model(preset: str | Preset, seed: int, n_layer: int | None, out_path: str | os.PathLike[str]) -> Path:
+    """Write a synthetic F16 qwen3 GGUF to out_path and return its path.
+
+    n_layer=None uses the preset's layer count. Tensors are generated and
+    written one at a time, so peak memory is about one tensor, not the model.
+    """
+    preset = get_preset(preset)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    n_layer = preset.n_layer if n_layer is None else n_layer
+    if isinstance(n_layer, bool) or not isinstance(n_layer, int) or n_layer < 1:
+        raise ValueError(f"n_layer must be a positive integer, got {n_layer!r}")
+
+    out_path = Path(out_path)
+    if not out_path.parent.is_dir():
+        raise FileNotFoundError(f"output directory {out_path.parent} does not exist; create it first")
+
+    specs = _tensor_specs(preset, n_layer)
+    # Write next to the destination and rename at the end, so an interrupted run
+    # never leaves a truncated file under the final name.
+    partial = out_path.with_name(out_path.name + ".partial")
+    writer = gguf.GGUFWriter(partial, ARCHITECTURE)
+    try:
+        _add_metadata(writer, preset, seed, n_layer)
+        for spec in specs:
+            writer.add_tensor_info(spec.name, spec.shape, np.dtype(spec.dtype), spec.nbytes)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_ti_data_to_file()
+        for spec in specs:
+            writer.write_tensor_data(_materialize(spec, seed))
+        writer.close()
+        os.replace(partial, out_path)
+    except BaseException:
+        writer.close()
+        partial.unlink(missing_ok=True)
+        raise
+    return out_path
+
+
+def normalize_quant_type(qtype: str) -> str:
+    normalized = qtype.strip().upper()
+    if normalized not in QUANT_TYPES:
+        raise ValueError(f"unsupported quantization type {qtype!r}; valid types: {', '.join(QUANT_TYPES)}")
+    return normalized
+
+
+def find_quantizer(bin_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Locate llama-quantize: in bin_dir, else in ${HIRAISHIN_LLAMA_BIN_DIR}, else on PATH."""
+    search_dir = bin_dir if bin_dir is not None else os.environ.get(BIN_DIR_ENV)
+    if search_dir:
+        candidate = Path(search_dir) / QUANTIZER_NAME
+        if candidate.is_file():
+            return candidate
+        raise FileNotFoundError(f"{QUANTIZER_NAME} not found in {search_dir}; build it with "
+                                f"`cmake --build <build-dir> --target {QUANTIZER_NAME}` and point "
+                                f"{BIN_DIR_ENV} at the directory that holds the binary")
+    on_path = shutil.which(QUANTIZER_NAME)
+    if on_path is None:
+        raise FileNotFoundError(f"{QUANTIZER_NAME} is not on PATH and {BIN_DIR_ENV} is not set; build it "
+                                f"with `cmake --build <build-dir> --target {QUANTIZER_NAME}` and pass its path "
+                                f"or set {BIN_DIR_ENV}")
+    return Path(on_path)
+
+
+def quantize(src: str | os.PathLike[str], dst: str | os.PathLike[str], qtype: str,
+             quantizer_path: str | os.PathLike[str]) -> Path:
+    """Quantize the GGUF at src into dst with llama-quantize and return dst.
+
+    llama-quantize writes only data derived from its input (it stamps
+    general.quantization_version and general.file_type, nothing time-based),
+    so the same input and type give the same bytes.
+    """
+    qtype = normalize_quant_type(qtype)
+    src, dst, quantizer = Path(src), Path(dst), Path(quantizer_path)
+    if not quantizer.is_file():
+        raise FileNotFoundError(f"quantizer binary {quantizer} does not exist; build it with "
+                                f"`cmake --build <build-dir> --target {QUANTIZER_NAME}`")
+    if not os.access(quantizer, os.X_OK):
+        raise PermissionError(f"quantizer binary {quantizer} is not executable; check its permissions")
+    if not src.is_file():
+        raise FileNotFoundError(f"model to quantize {src} does not exist")
+    if src.resolve() == dst.resolve():
+        raise ValueError(f"quantization output {dst} must differ from its input")
+
+    partial = dst.with_name(dst.name + ".partial")
+    result = subprocess.run([str(quantizer), str(src), str(partial), qtype],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    if result.returncode != 0 or not partial.is_file():
+        partial.unlink(missing_ok=True)
+        tail = "\n".join(result.stdout.splitlines()[-20:])
+        raise QuantizationError(f"{quantizer} {src} -> {qtype} failed with exit status {result.returncode}; "
+                                f"last output lines:\n{tail}")
+    os.replace(partial, dst)
+    return dst
+
+
+def sha256_of(path: str | os.PathLike[str]) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m hiraishin_llama.synthetic",
+        description="Write a deterministic synthetic qwen3 GGUF model, optionally quantized.")
+    parser.add_argument("--preset", default="tiny", help=f"model shape: {', '.join(sorted(PRESETS))} (default: tiny)")
+    parser.add_argument("--seed", type=int, default=1, help="weight seed (default: 1)")
+    parser.add_argument("--n-layer", type=int, default=None, help="number of layers (default: the preset's)")
+    parser.add_argument("--out", required=True, type=Path, help="output GGUF path")
+    parser.add_argument("--quant", default=None,
+                        help=f"quantize the output to this type ({', '.join(QUANT_TYPES)}); default: keep F16")
+    parser.add_argument("--quantizer", type=Path, default=None,
+                        help=f"path of {QUANTIZER_NAME} (default: from ${BIN_DIR_ENV}, else PATH)")
+    args = parser.parse_args(argv)
+
+    try:
+        if args.quant is None:
+            make_model(args.preset, args.seed, args.n_layer, args.out)
+        else:
+            qtype = normalize_quant_type(args.quant)
+            quantizer = args.quantizer if args.quantizer is not None else find_quantizer()
+            f16_path = args.out.with_name(args.out.name + ".f16")
+            try:
+                make_model(args.preset, args.seed, args.n_layer, f16_path)
+                quantize(f16_path, args.out, qtype, quantizer)
+            finally:
+                f16_path.unlink(missing_ok=True)
+    except (ValueError, OSError, QuantizationError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"{args.out}  sha256={sha256_of(args.out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

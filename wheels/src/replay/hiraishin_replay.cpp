@@ -1,0 +1,1385 @@
+// hiraishin-replay: measures whether llama.cpp produces the same logits for a
+// token whether it is decoded alone or inside a batch.
+//
+// Speculative decoding verifies draft tokens in one batched forward pass and
+// keeps those the target model would have produced itself. That is the same
+// as plain greedy decoding only if the batched pass yields logits that are
+// bit-identical to one-token-at-a-time decoding, which stock kernels do not
+// guarantee: their floating-point summation order depends on the batch size.
+//
+// Subcommands:
+//   replay  Decode greedily one token at a time, then push the same tokens
+//           through in batches of b and compare each position's logits bit
+//           for bit with the one-token run.
+//   spec    Run greedy speculative decoding (draft model + batched
+//           verification) and compare the emitted tokens with plain greedy
+//           decoding of the target model.
+//
+// Only the public llama.h / ggml.h / ggml-backend.h API is used, so the tool
+// does not depend on llama.cpp internals or its `common` library.
+
+#include "ggml-backend.h"
+#include "ggml.h"
+#include "llama.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace {
+
+constexpr const char * kToolName    = "hiraishin-replay";
+constexpr const char * kToolVersion = "0.1.0";
+
+// Verify batches are capped at 16 tokens: the batch sizes the project makes
+// batch invariant.
+constexpr int kMaxVerifyBatch = 16;
+
+// llama.cpp sizes the attention window over the KV cache in steps of 256
+// cells, so a batch that crosses a multiple of 256 sees a different window
+// than the single-token steps it replaces.
+constexpr int kKvWindowStep = 256;
+
+// ---------------------------------------------------------------------------
+// Exit status and errors
+// ---------------------------------------------------------------------------
+
+enum ExitStatus : int {
+    kExitOk                  = 0,
+    kExitExpectationFailed   = 1,
+    kExitUsageError          = 2,
+    kExitRuntimeFailure      = 3,
+};
+
+// Bad flags, missing or unreadable model, unsupported type: the input is wrong.
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// Something failed while running a valid configuration (e.g. llama_decode).
+struct RuntimeFailure : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// ---------------------------------------------------------------------------
+// Logging: keep llama.cpp quiet unless asked, but remember its recent errors
+// so that a null return from the API can be explained to the user.
+// ---------------------------------------------------------------------------
+
+struct LogState {
+    bool verbose = false;
+    ggml_log_level last_level = GGML_LOG_LEVEL_NONE;
+    std::deque<std::string> recent_errors;
+};
+
+LogState g_log;
+
+void log_callback(ggml_log_level level, const char * text, void * /*user_data*/) {
+    // CONT continues the previous message and inherits its level.
+    const ggml_log_level effective = level == GGML_LOG_LEVEL_CONT ? g_log.last_level : level;
+    g_log.last_level = effective;
+    if (effective == GGML_LOG_LEVEL_ERROR) {
+        std::string line(text);
+        while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) {
+            line.pop_back();
+        }
+        if (!line.empty()) {
+            g_log.recent_errors.push_back(line);
+            if (g_log.recent_errors.size() > 8) {
+                g_log.recent_errors.pop_front();
+            }
+        }
+    }
+    // Errors are not echoed here: every failing API call reports them as part
+    // of this tool's own error message.
+    if (g_log.verbose) {
+        fputs(text, stderr);
+    }
+}
+
+std::string recent_llama_errors() {
+    std::string joined;
+    for (const auto & line : g_log.recent_errors) {
+        joined += "\n  llama.cpp: " + line;
+    }
+    return joined;
+}
+
+// ---------------------------------------------------------------------------
+// Options
+// ---------------------------------------------------------------------------
+
+enum class Mode { Replay, Spec };
+enum class Expectation { None, Identical, Differ };
+
+struct KvCacheType {
+    std::string name;
+    ggml_type   type;
+};
+
+const std::vector<KvCacheType> & kv_cache_types() {
+    static const std::vector<KvCacheType> types = {
+        {"f16",    GGML_TYPE_F16},
+        {"q8_0",   GGML_TYPE_Q8_0},
+        {"q4_0",   GGML_TYPE_Q4_0},
+        {"turbo2", GGML_TYPE_TURBO2_0},
+        {"turbo3", GGML_TYPE_TURBO3_0},
+        {"turbo4", GGML_TYPE_TURBO4_0},
+    };
+    return types;
+}
+
+struct Options {
+    Mode mode = Mode::Replay;
+
+    std::string model_path;
+    uint32_t    n_ctx        = 4096;
+    std::string fa_name      = "on";
+    int         n_gpu_layers = 999;
+    KvCacheType cache_type_k = {"f16", GGML_TYPE_F16};
+    KvCacheType cache_type_v = {"f16", GGML_TYPE_F16};
+    int         n_prompt     = 64;
+    // 600 generated tokens after a 64-token prompt cross KV positions 256, 384 and 512.
+    int         n_gen        = 600;
+    uint64_t    seed         = 1;
+    int         n_threads    = std::max(1u, std::thread::hardware_concurrency());
+    std::string json_path;
+    Expectation expect       = Expectation::None;
+    bool        verbose      = false;
+
+    // replay
+    std::vector<int> batch_sizes = {2, 3, 4, 5, 8, 9, 12, 16};
+    int  timing_reps = 1;
+    bool check_b1    = true;
+
+    // spec
+    std::string draft_model_path;  // empty: the target model drafts for itself
+    int  n_draft   = 16;
+    bool guard_256 = true;
+    int  n_prompts = 1;
+};
+
+const char * expectation_name(Expectation e) {
+    switch (e) {
+        case Expectation::Identical: return "identical";
+        case Expectation::Differ:    return "differ";
+        case Expectation::None:      return "none";
+    }
+    return "none";
+}
+
+llama_flash_attn_type flash_attn_type(const std::string & name) {
+    if (name == "on")  return LLAMA_FLASH_ATTN_TYPE_ENABLED;
+    if (name == "off") return LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    return LLAMA_FLASH_ATTN_TYPE_AUTO;
+}
+
+void print_usage(FILE * out) {
+    fprintf(out,
+        "usage: %s [replay|spec] --model PATH [options]\n"
+        "\n"
+        "replay (default): decode greedily one token at a time, then replay the same tokens in\n"
+        "  batches of b and compare each position's logits bit for bit.\n"
+        "spec: greedy speculative decoding with a draft model, compared token for token with\n"
+        "  plain greedy decoding.\n"
+        "\n"
+        "common options:\n"
+        "  --model PATH             target model (GGUF), required\n"
+        "  --ctx N                  context size (default 4096)\n"
+        "  --fa on|off|auto         flash attention (default on)\n"
+        "  --ngl N                  layers to offload to the GPU (default 999: all)\n"
+        "  --cache-type-k TYPE      K cache type: f16, q8_0, q4_0, turbo2, turbo3, turbo4 (default f16)\n"
+        "  --cache-type-v TYPE      V cache type, same choices (default f16)\n"
+        "  --n-prompt N             prompt length in tokens (default 64)\n"
+        "  --n-gen N                tokens to generate (default 600)\n"
+        "  --seed N                 seed of the prompt tokens (default 1)\n"
+        "  --threads N              CPU threads (default: all hardware threads)\n"
+        "  --json PATH              also write the results as JSON\n"
+        "  --expect identical|differ|none\n"
+        "                           exit 1 unless the outcome matches (default none)\n"
+        "  --verbose                show llama.cpp's log\n"
+        "  --version, --help\n"
+        "\n"
+        "replay options:\n"
+        "  --batches LIST           comma-separated batch sizes (default 2,3,4,5,8,9,12,16)\n"
+        "  --timing-reps N          replay each batch size N times; a position counts as\n"
+        "                           differing if it differs in any repetition (default 1)\n"
+        "  --skip-b1                skip the b=1 sanity replay\n"
+        "\n"
+        "spec options:\n"
+        "  --draft-model PATH       draft model (default: the target model itself)\n"
+        "  --n-draft N              maximum draft tokens per step (default 16; a verify batch\n"
+        "                           never exceeds %d tokens)\n"
+        "  --no-256-guard           let verify batches cross multiples of %d KV cells\n"
+        "  --prompts K              run K prompts, seeds seed..seed+K-1 (default 1)\n"
+        "\n"
+        "exit status: 0 expectation holds, 1 expectation failed, 2 usage or input error,\n"
+        "             3 runtime failure\n",
+        kToolName, kMaxVerifyBatch, kKvWindowStep);
+}
+
+long long parse_integer(const std::string & flag, const std::string & text, long long min_value, long long max_value) {
+    size_t consumed = 0;
+    long long value = 0;
+    try {
+        value = std::stoll(text, &consumed, 10);
+    } catch (const std::exception &) {
+        consumed = 0;
+    }
+    if (consumed == 0 || consumed != text.size()) {
+        throw UsageError(flag + " expects an integer, got '" + text + "'");
+    }
+    if (value < min_value || value > max_value) {
+        throw UsageError(flag + " must be between " + std::to_string(min_value) + " and " +
+                         std::to_string(max_value) + ", got " + text);
+    }
+    return value;
+}
+
+KvCacheType parse_kv_cache_type(const std::string & flag, const std::string & name) {
+    std::string valid;
+    for (const auto & candidate : kv_cache_types()) {
+        if (candidate.name == name) {
+            return candidate;
+        }
+        valid += (valid.empty() ? "" : ", ") + candidate.name;
+    }
+    throw UsageError(flag + ": unknown cache type '" + name + "'; valid types: " + valid);
+}
+
+std::vector<int> parse_batch_sizes(const std::string & text) {
+    std::set<int> sizes;
+    std::stringstream stream(text);
+    std::string item;
+    while (std::getline(stream, item, ',')) {
+        sizes.insert((int) parse_integer("--batches", item, 1, 1 << 20));
+    }
+    if (sizes.empty()) {
+        throw UsageError("--batches expects a comma-separated list of batch sizes");
+    }
+    return {sizes.begin(), sizes.end()};
+}
+
+Options parse_options(int argc, char ** argv) {
+    Options opts;
+    std::vector<std::string> args(argv + 1, argv + argc);
+    size_t i = 0;
+    if (!args.empty() && args[0].rfind("--", 0) != 0) {
+        if (args[0] == "replay") {
+            opts.mode = Mode::Replay;
+        } else if (args[0] == "spec") {
+            opts.mode = Mode::Spec;
+        } else {
+            throw UsageError("unknown subcommand '" + args[0] + "'; valid subcommands: replay, spec");
+        }
+        i = 1;
+    }
+
+    const std::set<std::string> replay_only = {"--batches", "--timing-reps", "--skip-b1"};
+    const std::set<std::string> spec_only   = {"--draft-model", "--n-draft", "--no-256-guard", "--prompts"};
+
+    for (; i < args.size(); ++i) {
+        std::string flag = args[i];
+        std::optional<std::string> inline_value;
+        if (const size_t eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
+            inline_value = flag.substr(eq + 1);
+            flag         = flag.substr(0, eq);
+        }
+        if (opts.mode == Mode::Spec && replay_only.count(flag)) {
+            throw UsageError(flag + " applies to the replay subcommand only");
+        }
+        if (opts.mode == Mode::Replay && spec_only.count(flag)) {
+            throw UsageError(flag + " applies to the spec subcommand only");
+        }
+        auto value = [&]() -> std::string {
+            if (inline_value) {
+                return *inline_value;
+            }
+            if (i + 1 >= args.size()) {
+                throw UsageError(flag + " expects a value");
+            }
+            return args[++i];
+        };
+
+        if (flag == "--help" || flag == "-h") {
+            print_usage(stdout);
+            std::exit(kExitOk);
+        } else if (flag == "--version") {
+            printf("%s %s\n", kToolName, kToolVersion);
+            std::exit(kExitOk);
+        } else if (flag == "--model") {
+            opts.model_path = value();
+        } else if (flag == "--ctx") {
+            opts.n_ctx = (uint32_t) parse_integer(flag, value(), 1, 1 << 24);
+        } else if (flag == "--fa") {
+            opts.fa_name = value();
+            if (opts.fa_name != "on" && opts.fa_name != "off" && opts.fa_name != "auto") {
+                throw UsageError("--fa expects on, off or auto, got '" + opts.fa_name + "'");
+            }
+        } else if (flag == "--ngl") {
+            opts.n_gpu_layers = (int) parse_integer(flag, value(), -1, 100000);
+        } else if (flag == "--cache-type-k") {
+            opts.cache_type_k = parse_kv_cache_type(flag, value());
+        } else if (flag == "--cache-type-v") {
+            opts.cache_type_v = parse_kv_cache_type(flag, value());
+        } else if (flag == "--n-prompt") {
+            opts.n_prompt = (int) parse_integer(flag, value(), 1, 1 << 24);
+        } else if (flag == "--n-gen") {
+            opts.n_gen = (int) parse_integer(flag, value(), 1, 1 << 24);
+        } else if (flag == "--seed") {
+            opts.seed = (uint64_t) parse_integer(flag, value(), 0, INT64_MAX);
+        } else if (flag == "--threads") {
+            opts.n_threads = (int) parse_integer(flag, value(), 1, 4096);
+        } else if (flag == "--json") {
+            opts.json_path = value();
+        } else if (flag == "--expect") {
+            const std::string name = value();
+            if (name == "identical") {
+                opts.expect = Expectation::Identical;
+            } else if (name == "differ") {
+                opts.expect = Expectation::Differ;
+            } else if (name == "none") {
+                opts.expect = Expectation::None;
+            } else {
+                throw UsageError("--expect expects identical, differ or none, got '" + name + "'");
+            }
+        } else if (flag == "--verbose") {
+            opts.verbose = true;
+        } else if (flag == "--batches") {
+            opts.batch_sizes = parse_batch_sizes(value());
+        } else if (flag == "--timing-reps") {
+            opts.timing_reps = (int) parse_integer(flag, value(), 1, 1000);
+        } else if (flag == "--skip-b1") {
+            opts.check_b1 = false;
+        } else if (flag == "--draft-model") {
+            opts.draft_model_path = value();
+        } else if (flag == "--n-draft") {
+            opts.n_draft = (int) parse_integer(flag, value(), 0, 1 << 20);
+        } else if (flag == "--no-256-guard") {
+            opts.guard_256 = false;
+        } else if (flag == "--prompts") {
+            opts.n_prompts = (int) parse_integer(flag, value(), 1, 100000);
+        } else {
+            throw UsageError("unknown option '" + args[i] + "' (see --help)");
+        }
+    }
+
+    if (opts.model_path.empty()) {
+        throw UsageError("--model PATH is required");
+    }
+    const long long n_positions = (long long) opts.n_prompt + opts.n_gen;
+    if (n_positions > opts.n_ctx) {
+        throw UsageError("the prompt and the generated tokens need " + std::to_string(n_positions) +
+                         " KV cells but --ctx is " + std::to_string(opts.n_ctx) +
+                         "; raise --ctx or lower --n-prompt/--n-gen");
+    }
+    if (opts.mode == Mode::Replay) {
+        for (const int b : opts.batch_sizes) {
+            if ((uint32_t) b > opts.n_ctx) {
+                throw UsageError("batch size " + std::to_string(b) + " exceeds the context size " +
+                                 std::to_string(opts.n_ctx));
+            }
+            if (b > opts.n_gen) {
+                throw UsageError("batch size " + std::to_string(b) + " exceeds --n-gen " +
+                                 std::to_string(opts.n_gen) + ", so no full batch could be replayed");
+            }
+        }
+        // b=1 is the sanity check and is handled separately from the measured sizes.
+        opts.batch_sizes.erase(std::remove(opts.batch_sizes.begin(), opts.batch_sizes.end(), 1),
+                               opts.batch_sizes.end());
+    }
+    return opts;
+}
+
+// ---------------------------------------------------------------------------
+// Minimal JSON writer (pretty-printed, no dependencies)
+// ---------------------------------------------------------------------------
+
+class JsonWriter {
+public:
+    void begin_object() { open('{'); }
+    void end_object()   { close('}'); }
+    void begin_array()  { open('['); }
+    void end_array()    { close(']'); }
+
+    JsonWriter & key(const std::string & name) {
+        separate();
+        out_ << quote(name) << ": ";
+        after_key_ = true;
+        return *this;
+    }
+
+    void value(const std::string & text) { scalar(quote(text)); }
+    void value(const char * text)        { text ? scalar(quote(text)) : null(); }
+    void value(bool flag)                { scalar(flag ? "true" : "false"); }
+    void value(int number)               { scalar(std::to_string(number)); }
+    void value(long long number)         { scalar(std::to_string(number)); }
+    void value(uint64_t number)          { scalar(std::to_string(number)); }
+    void value(double number) {
+        if (!std::isfinite(number)) {
+            null();  // JSON has no NaN or infinity
+            return;
+        }
+        char buf[64];
+        snprintf(buf, sizeof(buf), "%.9g", number);
+        scalar(buf);
+    }
+    void null() { scalar("null"); }
+
+    // A short list of integers on one line, e.g. [256, 263].
+    void inline_array(const std::vector<int> & numbers) {
+        std::string text = "[";
+        for (size_t i = 0; i < numbers.size(); ++i) {
+            text += (i ? ", " : "") + std::to_string(numbers[i]);
+        }
+        scalar(text + "]");
+    }
+
+    std::string str() const { return out_.str() + "\n"; }
+
+private:
+    std::ostringstream out_;
+    std::vector<bool>  scope_has_items_;
+    bool               after_key_ = false;
+
+    static std::string quote(const std::string & text) {
+        std::string quoted = "\"";
+        for (const unsigned char c : text) {
+            switch (c) {
+                case '"':  quoted += "\\\""; break;
+                case '\\': quoted += "\\\\"; break;
+                case '\n': quoted += "\\n";  break;
+                case '\r': quoted += "\\r";  break;
+                case '\t': quoted += "\\t";  break;
+                default:
+                    if (c < 0x20) {
+                        char buf[8];
+                        snprintf(buf, sizeof(buf), "\\u%04x", c);
+                        quoted += buf;
+                    } else {
+                        quoted += (char) c;
+                    }
+            }
+        }
+        return quoted + "\"";
+    }
+
+    void indent() { out_ << '\n' << std::string(2 * scope_has_items_.size(), ' '); }
+
+    // Emits the comma and newline that precede an array element or object key.
+    void separate() {
+        if (scope_has_items_.empty()) {
+            return;
+        }
+        if (scope_has_items_.back()) {
+            out_ << ',';
+        }
+        scope_has_items_.back() = true;
+        indent();
+    }
+
+    void before_value() {
+        if (after_key_) {
+            after_key_ = false;
+        } else {
+            separate();
+        }
+    }
+
+    void scalar(const std::string & text) {
+        before_value();
+        out_ << text;
+    }
+
+    void open(char bracket) {
+        before_value();
+        out_ << bracket;
+        scope_has_items_.push_back(false);
+    }
+
+    void close(char bracket) {
+        const bool had_items = scope_has_items_.back();
+        scope_has_items_.pop_back();
+        if (had_items) {
+            indent();
+        }
+        out_ << bracket;
+    }
+};
+
+// ---------------------------------------------------------------------------
+// llama.cpp helpers
+// ---------------------------------------------------------------------------
+
+struct ModelDeleter   { void operator()(llama_model * m) const   { llama_model_free(m); } };
+struct ContextDeleter { void operator()(llama_context * c) const { llama_free(c); } };
+using ModelPtr   = std::unique_ptr<llama_model, ModelDeleter>;
+using ContextPtr = std::unique_ptr<llama_context, ContextDeleter>;
+
+// Owns a llama_batch for a single sequence (id 0).
+class Batch {
+public:
+    explicit Batch(int capacity) : batch_(llama_batch_init(capacity, 0, 1)), capacity_(capacity) {}
+    ~Batch() { llama_batch_free(batch_); }
+    Batch(const Batch &) = delete;
+    Batch & operator=(const Batch &) = delete;
+
+    void clear() { batch_.n_tokens = 0; }
+
+    void add(llama_token token, llama_pos pos, bool want_logits) {
+        if (batch_.n_tokens >= capacity_) {
+            throw std::logic_error("batch capacity exceeded");
+        }
+        const int i = batch_.n_tokens++;
+        batch_.token[i]     = token;
+        batch_.pos[i]       = pos;
+        batch_.n_seq_id[i]  = 1;
+        batch_.seq_id[i][0] = 0;
+        batch_.logits[i]    = want_logits ? 1 : 0;
+    }
+
+    int size() const { return batch_.n_tokens; }
+    const llama_batch & get() const { return batch_; }
+
+private:
+    llama_batch batch_;
+    int         capacity_;
+};
+
+struct LoadedModel {
+    ModelPtr    model;
+    std::string path;
+    uint64_t    file_size = 0;
+    std::string desc;
+    int         n_vocab = 0;
+    int         n_layer = 0;
+    uint64_t    n_params = 0;
+};
+
+// llama.cpp's loader reports a non-GGUF file only through its log; checking
+// the magic first gives a direct answer for the most common mistake.
+void check_gguf_file(const std::string & flag, const std::string & path) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) {
+        throw UsageError(flag + ": model file '" + path + "' does not exist or is not a regular file");
+    }
+    std::ifstream file(path, std::ios::binary);
+    char magic[4] = {};
+    if (!file.read(magic, sizeof(magic))) {
+        throw UsageError(flag + ": cannot read '" + path + "' (empty or unreadable file)");
+    }
+    if (std::memcmp(magic, "GGUF", 4) != 0) {
+        throw UsageError(flag + ": '" + path + "' is not a GGUF file (its first 4 bytes are not \"GGUF\")");
+    }
+}
+
+LoadedModel load_model(const std::string & flag, const std::string & path, int n_gpu_layers) {
+    check_gguf_file(flag, path);
+    llama_model_params params = llama_model_default_params();
+    params.n_gpu_layers = n_gpu_layers;
+    g_log.recent_errors.clear();
+    ModelPtr model(llama_model_load_from_file(path.c_str(), params));
+    if (!model) {
+        throw UsageError(flag + ": llama.cpp could not load '" + path + "'" + recent_llama_errors());
+    }
+
+    LoadedModel loaded;
+    loaded.path      = path;
+    loaded.file_size = (uint64_t) std::filesystem::file_size(path);
+    char desc[256]   = {};
+    llama_model_desc(model.get(), desc, sizeof(desc));
+    loaded.desc      = desc;
+    loaded.n_vocab   = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
+    loaded.n_layer   = llama_model_n_layer(model.get());
+    loaded.n_params  = llama_model_n_params(model.get());
+    loaded.model     = std::move(model);
+    return loaded;
+}
+
+ContextPtr make_context(const Options & opts, llama_model * model, int max_batch) {
+    llama_context_params params = llama_context_default_params();
+    params.n_ctx           = opts.n_ctx;
+    // The prompt is prefilled in one batch, so one micro-batch must hold it.
+    params.n_batch         = (uint32_t) std::max({512, opts.n_prompt, max_batch});
+    params.n_ubatch        = params.n_batch;
+    params.n_seq_max       = 1;
+    params.n_threads       = opts.n_threads;
+    params.n_threads_batch = opts.n_threads;
+    params.flash_attn_type = flash_attn_type(opts.fa_name);
+    params.type_k          = opts.cache_type_k.type;
+    params.type_v          = opts.cache_type_v.type;
+    params.no_perf         = true;
+
+    g_log.recent_errors.clear();
+    ContextPtr ctx(llama_init_from_model(model, params));
+    if (!ctx) {
+        // llama_init_from_model returns null both for configurations the
+        // backend rejects (cache type, flash attention) and for allocation
+        // failures; llama.cpp's own error lines say which.
+        throw UsageError("could not create a llama.cpp context with ctx=" + std::to_string(opts.n_ctx) +
+                         ", fa=" + opts.fa_name + ", K cache " + opts.cache_type_k.name + ", V cache " +
+                         opts.cache_type_v.name +
+                         ": the backend may not support this cache type / flash attention combination,"
+                         " or memory ran out" + recent_llama_errors());
+    }
+    return ctx;
+}
+
+void decode_or_throw(llama_context * ctx, const Batch & batch, const char * what) {
+    const int32_t rc = llama_decode(ctx, batch.get());
+    if (rc != 0) {
+        const char * meaning = rc == 1 ? " (no KV slot for the batch)"
+                             : rc == 2 ? " (aborted)"
+                             : rc == -1 ? " (invalid batch)" : " (fatal error)";
+        throw RuntimeFailure(std::string("llama_decode failed during ") + what + " with status " +
+                             std::to_string(rc) + meaning + recent_llama_errors());
+    }
+}
+
+const float * logits_or_throw(llama_context * ctx, int32_t index) {
+    const float * logits = llama_get_logits_ith(ctx, index);
+    if (!logits) {
+        throw RuntimeFailure("llama_get_logits_ith returned no logits for batch index " + std::to_string(index));
+    }
+    return logits;
+}
+
+void remove_from(llama_context * ctx, llama_pos first_removed) {
+    if (!llama_memory_seq_rm(llama_get_memory(ctx), 0, first_removed, -1)) {
+        throw RuntimeFailure("llama_memory_seq_rm could not roll the KV cache back to position " +
+                             std::to_string(first_removed) + " (this memory type cannot drop a suffix)");
+    }
+}
+
+// Greedy choice; ties go to the lowest token id so the choice is well defined.
+llama_token argmax(const float * logits, int n_vocab) {
+    llama_token best = 0;
+    for (int i = 1; i < n_vocab; ++i) {
+        if (logits[i] > logits[best]) {
+            best = i;
+        }
+    }
+    return best;
+}
+
+// splitmix64: a tiny generator whose output is the same with every compiler
+// and standard library, unlike std::uniform_int_distribution.
+uint64_t splitmix64(uint64_t & state) {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+// Prompt tokens drawn uniformly from the vocabulary, skipping control,
+// unknown and unused tokens, whose embeddings may be meaningless or that
+// could end the sequence.
+std::vector<llama_token> draw_prompt(const llama_model * model, int n_prompt, uint64_t seed) {
+    const llama_vocab * vocab = llama_model_get_vocab(model);
+    const int n_vocab = llama_vocab_n_tokens(vocab);
+    const int excluded = LLAMA_TOKEN_ATTR_CONTROL | LLAMA_TOKEN_ATTR_UNKNOWN | LLAMA_TOKEN_ATTR_UNUSED;
+
+    std::vector<llama_token> prompt;
+    prompt.reserve(n_prompt);
+    uint64_t state = seed;
+    for (int attempts = 0; (int) prompt.size() < n_prompt; ++attempts) {
+        if (attempts > 1000 * n_prompt) {
+            throw UsageError("the model's vocabulary has (almost) no ordinary tokens to draw a prompt from");
+        }
+        const auto token = (llama_token) (splitmix64(state) % (uint64_t) n_vocab);
+        if ((llama_vocab_get_attr(vocab, token) & excluded) == 0 && !llama_vocab_is_eog(vocab, token)) {
+            prompt.push_back(token);
+        }
+    }
+    return prompt;
+}
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+double mean_of(const std::vector<double> & values) {
+    return values.empty() ? NAN : std::accumulate(values.begin(), values.end(), 0.0) / values.size();
+}
+
+double median_of(std::vector<double> values) {
+    if (values.empty()) {
+        return NAN;
+    }
+    const size_t mid = values.size() / 2;
+    std::nth_element(values.begin(), values.begin() + mid, values.end());
+    const double upper = values[mid];
+    if (values.size() % 2 == 1) {
+        return upper;
+    }
+    return (*std::max_element(values.begin(), values.begin() + mid) + upper) / 2.0;
+}
+
+// Prefills the whole prompt as one batch, requesting logits for its last
+// token only; every run uses this identical batch so that runs can differ
+// only in what happens after the prompt.
+void prefill(llama_context * ctx, const std::vector<llama_token> & prompt) {
+    Batch batch((int) prompt.size());
+    for (size_t i = 0; i < prompt.size(); ++i) {
+        batch.add(prompt[i], (llama_pos) i, i + 1 == prompt.size());
+    }
+    decode_or_throw(ctx, batch, "prompt prefill");
+}
+
+// Runs one single-token and one batched decode and forgets them, so that
+// one-time costs (graph allocation, weight repacking, cold caches) do not
+// land in the first timed step. The logits are never used.
+void warm_up(llama_context * ctx, const std::vector<llama_token> & prompt, int batch_size) {
+    const int n = std::max(1, std::min(batch_size, (int) prompt.size()));
+    Batch batch(n);
+    for (int i = 0; i < n; ++i) {
+        batch.add(prompt[i], i, true);
+    }
+    decode_or_throw(ctx, batch, "warm-up");
+    batch.clear();
+    batch.add(prompt[n % prompt.size()], n, true);
+    decode_or_throw(ctx, batch, "warm-up");
+    llama_synchronize(ctx);
+    llama_memory_clear(llama_get_memory(ctx), true);
+}
+
+// ---------------------------------------------------------------------------
+// Plain greedy decoding (the reference)
+// ---------------------------------------------------------------------------
+
+struct GreedyTrace {
+    // generated[i] sits at KV position n_prompt + i; generated[0] comes from the prefill.
+    std::vector<llama_token> generated;
+    // step_logits[i * n_vocab ...]: logits produced by decoding generated[i] alone,
+    // i.e. the logits for position n_prompt + i. Empty unless requested.
+    std::vector<float>  step_logits;
+    std::vector<double> step_ms;
+    double prefill_ms = 0.0;
+};
+
+// Decodes n_gen single-token steps after the prompt: each step feeds the
+// previous argmax and yields the logits for its own position.
+GreedyTrace run_plain_greedy(llama_context * ctx, const std::vector<llama_token> & prompt, int n_gen,
+                             int n_vocab, bool keep_logits) {
+    GreedyTrace trace;
+    trace.generated.reserve(n_gen);
+    trace.step_ms.reserve(n_gen);
+    if (keep_logits) {
+        trace.step_logits.resize((size_t) n_gen * n_vocab);
+    }
+
+    llama_memory_clear(llama_get_memory(ctx), true);
+    auto start = Clock::now();
+    prefill(ctx, prompt);
+    llama_synchronize(ctx);
+    trace.prefill_ms = ms_since(start);
+    trace.generated.push_back(argmax(logits_or_throw(ctx, -1), n_vocab));
+
+    const auto n_prompt = (llama_pos) prompt.size();
+    Batch batch(1);
+    for (int i = 0; i < n_gen; ++i) {
+        batch.clear();
+        batch.add(trace.generated[i], n_prompt + i, true);
+        start = Clock::now();
+        decode_or_throw(ctx, batch, "plain one-token decoding");
+        llama_synchronize(ctx);
+        trace.step_ms.push_back(ms_since(start));
+
+        const float * logits = logits_or_throw(ctx, 0);
+        if (keep_logits) {
+            std::memcpy(&trace.step_logits[(size_t) i * n_vocab], logits, sizeof(float) * n_vocab);
+        }
+        if (i + 1 < n_gen) {
+            trace.generated.push_back(argmax(logits, n_vocab));
+        }
+    }
+    return trace;
+}
+
+// ---------------------------------------------------------------------------
+// replay: batched re-decoding of the reference tokens
+// ---------------------------------------------------------------------------
+
+struct ReplayResult {
+    int    batch_size          = 0;
+    int    positions_compared  = 0;
+    int    positions_differ    = 0;
+    int    argmax_flips        = 0;
+    double max_abs_diff        = 0.0;
+    std::optional<int> first_diff_pos;
+    // Inclusive [first, last] KV position ranges whose logits differ.
+    std::vector<std::pair<int, int>> diff_ranges;
+    std::vector<double> batch_ms;
+
+    bool identical() const { return positions_differ == 0; }
+};
+
+// Pushes the reference tokens through in full batches of b (a trailing
+// partial batch is left out so every compared position really came from a
+// batch of b) and compares each position's logits with the one-token run.
+ReplayResult replay_in_batches(llama_context * ctx, const std::vector<llama_token> & prompt,
+                               const GreedyTrace & reference, int b, int n_vocab, int reps) {
+    const int n_gen    = (int) reference.generated.size();
+    const int n_full   = (n_gen / b) * b;
+    const auto n_prompt = (llama_pos) prompt.size();
+
+    ReplayResult result;
+    result.batch_size         = b;
+    result.positions_compared = n_full;
+
+    std::vector<bool> differs(n_full, false);
+    std::vector<bool> flips(n_full, false);
+    Batch batch(b);
+
+    for (int rep = 0; rep < reps; ++rep) {
+        llama_memory_clear(llama_get_memory(ctx), true);
+        prefill(ctx, prompt);
+
+        for (int first = 0; first < n_full; first += b) {
+            batch.clear();
+            for (int j = 0; j < b; ++j) {
+                batch.add(reference.generated[first + j], n_prompt + first + j, true);
+            }
+            const auto start = Clock::now();
+            decode_or_throw(ctx, batch, "batched replay");
+            llama_synchronize(ctx);
+            result.batch_ms.push_back(ms_since(start));
+
+            for (int j = 0; j < b; ++j) {
+                const int step = first + j;
+                const float * replayed = logits_or_throw(ctx, j);
+                const float * expected = &reference.step_logits[(size_t) step * n_vocab];
+                if (std::memcmp(replayed, expected, sizeof(float) * n_vocab) == 0) {
+                    continue;
+                }
+                differs[step] = true;
+                if (argmax(replayed, n_vocab) != argmax(expected, n_vocab)) {
+                    flips[step] = true;
+                }
+                for (int v = 0; v < n_vocab; ++v) {
+                    // A NaN difference compares false and is left out of the maximum;
+                    // memcmp above still counts the position as differing.
+                    result.max_abs_diff = std::max(result.max_abs_diff, (double) std::fabs(replayed[v] - expected[v]));
+                }
+            }
+        }
+    }
+
+    for (int step = 0; step < n_full; ++step) {
+        if (differs[step]) {
+            const int pos = n_prompt + step;
+            ++result.positions_differ;
+            if (!result.first_diff_pos) {
+                result.first_diff_pos = pos;
+            }
+            if (!result.diff_ranges.empty() && result.diff_ranges.back().second == pos - 1) {
+                result.diff_ranges.back().second = pos;
+            } else {
+                result.diff_ranges.emplace_back(pos, pos);
+            }
+        }
+        result.argmax_flips += flips[step] ? 1 : 0;
+    }
+    return result;
+}
+
+// ---------------------------------------------------------------------------
+// spec: greedy speculative decoding
+// ---------------------------------------------------------------------------
+
+struct SpecOutcome {
+    std::vector<llama_token> emitted;
+    long long drafted        = 0;
+    long long accepted       = 0;
+    int       verify_batches = 0;
+    int       largest_verify = 0;
+    double    decode_ms      = 0.0;
+};
+
+// Number of draft tokens allowed when the last sampled token sits at KV
+// position p0: the verify batch covers positions p0..p0+k, and keeping it
+// inside one 256-cell window means p0+k stays below the next multiple of 256.
+int draft_limit_for_window(llama_pos p0) {
+    const int r = (p0 + 1) % kKvWindowStep;
+    return r == 0 ? 0 : kKvWindowStep - r;
+}
+
+SpecOutcome run_speculative(const Options & opts, llama_context * target, llama_context * draft,
+                            const std::vector<llama_token> & prompt, int n_gen, int n_vocab) {
+    SpecOutcome out;
+    const auto n_prompt = (llama_pos) prompt.size();
+
+    // Token at any KV position of the sequence built so far.
+    auto token_at = [&](llama_pos pos) {
+        return pos < n_prompt ? prompt[pos] : out.emitted[pos - n_prompt];
+    };
+
+    llama_memory_clear(llama_get_memory(target), true);
+    llama_memory_clear(llama_get_memory(draft), true);
+    prefill(target, prompt);
+    out.emitted.push_back(argmax(logits_or_throw(target, -1), n_vocab));
+    prefill(draft, prompt);
+    llama_synchronize(draft);  // keep the prefill out of the timed loop
+    llama_pos draft_n_past = n_prompt;  // positions [0, draft_n_past) are in the draft's KV cache
+
+    Batch verify(kMaxVerifyBatch);
+    Batch single(1);
+    std::vector<llama_token> drafts;
+
+    const auto start = Clock::now();
+    while ((int) out.emitted.size() < n_gen) {
+        const llama_token last = out.emitted.back();
+        const llama_pos   p0   = n_prompt + (llama_pos) out.emitted.size() - 1;
+
+        // Each step emits accepted drafts plus one target token; never draft past n_gen.
+        int k = std::min({opts.n_draft, kMaxVerifyBatch - 1, n_gen - (int) out.emitted.size() - 1});
+        if (opts.guard_256) {
+            k = std::min(k, draft_limit_for_window(p0));
+        }
+
+        drafts.clear();
+        if (k > 0) {
+            // Catch the draft up one token at a time (normally just `last`), so a
+            // self-draft computes exactly what plain decoding computes.
+            for (llama_pos pos = draft_n_past; pos <= p0; ++pos) {
+                single.clear();
+                single.add(token_at(pos), pos, true);
+                decode_or_throw(draft, single, "draft catch-up");
+            }
+            draft_n_past = p0 + 1;
+            drafts.push_back(argmax(logits_or_throw(draft, 0), n_vocab));
+            while ((int) drafts.size() < k) {
+                single.clear();
+                single.add(drafts.back(), draft_n_past, true);
+                decode_or_throw(draft, single, "drafting");
+                ++draft_n_past;
+                drafts.push_back(argmax(logits_or_throw(draft, 0), n_vocab));
+            }
+        }
+
+        // Verify [last, d1..dk] in one batch; logits at batch index i predict the token after it.
+        verify.clear();
+        verify.add(last, p0, true);
+        for (int i = 0; i < k; ++i) {
+            verify.add(drafts[i], p0 + 1 + i, true);
+        }
+        decode_or_throw(target, verify, "verification");
+        ++out.verify_batches;
+        out.largest_verify = std::max(out.largest_verify, verify.size());
+
+        int n_accepted = 0;
+        llama_token next = argmax(logits_or_throw(target, 0), n_vocab);
+        while (n_accepted < k && next == drafts[n_accepted]) {
+            out.emitted.push_back(drafts[n_accepted]);
+            ++n_accepted;
+            next = argmax(logits_or_throw(target, n_accepted), n_vocab);
+        }
+        out.emitted.push_back(next);
+        out.drafted  += k;
+        out.accepted += n_accepted;
+
+        // Both caches keep exactly the accepted prefix, last..d_accepted at p0..p0+n_accepted.
+        const llama_pos keep_end = p0 + n_accepted + 1;
+        remove_from(target, keep_end);
+        if (draft_n_past > keep_end) {
+            remove_from(draft, keep_end);
+            draft_n_past = keep_end;
+        }
+    }
+    llama_synchronize(target);
+    out.decode_ms = ms_since(start);
+    out.emitted.resize(n_gen);
+    return out;
+}
+
+struct SpecPromptResult {
+    uint64_t seed = 0;
+    int      tokens_compared = 0;
+    std::optional<int> first_mismatch;
+    SpecOutcome outcome;
+    double plain_tokens_per_s = 0.0;
+    double spec_tokens_per_s  = 0.0;
+
+    double acceptance_rate() const {
+        return outcome.drafted == 0 ? NAN : (double) outcome.accepted / (double) outcome.drafted;
+    }
+};
+
+// ---------------------------------------------------------------------------
+// Reporting
+// ---------------------------------------------------------------------------
+
+const char * device_type_name(enum ggml_backend_dev_type type) {
+    switch (type) {
+        case GGML_BACKEND_DEVICE_TYPE_CPU:   return "cpu";
+        case GGML_BACKEND_DEVICE_TYPE_GPU:   return "gpu";
+        case GGML_BACKEND_DEVICE_TYPE_IGPU:  return "igpu";
+        case GGML_BACKEND_DEVICE_TYPE_ACCEL: return "accel";
+        default:                             return "other";
+    }
+}
+
+struct DeviceInfo {
+    std::string name;
+    std::string description;
+    std::string type;
+};
+
+std::vector<DeviceInfo> list_devices() {
+    std::vector<DeviceInfo> devices;
+    for (size_t i = 0; i < ggml_backend_dev_count(); ++i) {
+        ggml_backend_dev_t dev = ggml_backend_dev_get(i);
+        devices.push_back({ggml_backend_dev_name(dev), ggml_backend_dev_description(dev),
+                           device_type_name(ggml_backend_dev_type(dev))});
+    }
+    return devices;
+}
+
+// With backends built as loadable modules, a module that was not found
+// leaves no device at all; say where llama.cpp looks instead of failing later
+// with a model-loading error.
+void require_a_device() {
+    if (ggml_backend_dev_count() == 0) {
+        throw RuntimeFailure("no ggml backend device is available: the backend modules (libggml-cpu*.so, "
+                             "libggml-cuda.so, ...) must be in this executable's directory or the current "
+                             "directory, or GGML_BACKEND_PATH must name one");
+    }
+}
+
+// Environment switches that batch-invariant builds read; recorded so a result
+// file says which mode produced it.
+const char * const kEnvSwitches[] = {"GGML_CUDA_BATCH_INVARIANT", "GGML_BATCH_INVARIANT"};
+
+void write_common_json(JsonWriter & json, const Options & opts, const LoadedModel & model) {
+    json.key("tool").value(kToolName);
+    json.key("version").value(kToolVersion);
+    json.key("mode").value(opts.mode == Mode::Replay ? "replay" : "spec");
+    json.key("model_path").value(model.path);
+    json.key("model_size_bytes").value(model.file_size);
+    json.key("model_desc").value(model.desc);
+    json.key("model_n_params").value(model.n_params);
+    json.key("n_vocab").value(model.n_vocab);
+    json.key("n_layer").value(model.n_layer);
+    json.key("devices").begin_array();
+    for (const auto & dev : list_devices()) {
+        json.begin_object();
+        json.key("name").value(dev.name);
+        json.key("description").value(dev.description);
+        json.key("type").value(dev.type);
+        json.end_object();
+    }
+    json.end_array();
+    json.key("system_info").value(llama_print_system_info());
+    json.key("ctx").value((long long) opts.n_ctx);
+    json.key("fa").value(opts.fa_name);
+    json.key("n_gpu_layers").value(opts.n_gpu_layers);
+    json.key("cache_type_k").value(opts.cache_type_k.name);
+    json.key("cache_type_v").value(opts.cache_type_v.name);
+    json.key("n_prompt").value(opts.n_prompt);
+    json.key("n_gen").value(opts.n_gen);
+    json.key("seed").value(opts.seed);
+    json.key("threads").value(opts.n_threads);
+    json.key("env").begin_object();
+    for (const char * name : kEnvSwitches) {
+        json.key(name).value(std::getenv(name));
+    }
+    json.end_object();
+}
+
+void write_json_file(const std::string & path, const JsonWriter & json) {
+    std::ofstream file(path, std::ios::binary | std::ios::trunc);
+    file << json.str();
+    if (!file.good()) {
+        throw RuntimeFailure("could not write the JSON report to '" + path + "'");
+    }
+}
+
+std::string format_bytes(uint64_t bytes) {
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%.1f MiB", bytes / (1024.0 * 1024.0));
+    return buf;
+}
+
+void print_header(const Options & opts, const LoadedModel & model) {
+    printf("%s %s: %s\n", kToolName, kToolVersion, opts.mode == Mode::Replay ? "replay" : "spec");
+    printf("model    %s (%s, %s, n_vocab %d, n_layer %d)\n", model.path.c_str(), format_bytes(model.file_size).c_str(),
+           model.desc.c_str(), model.n_vocab, model.n_layer);
+    for (const auto & dev : list_devices()) {
+        printf("device   %s: %s (%s)\n", dev.name.c_str(), dev.description.c_str(), dev.type.c_str());
+    }
+    printf("config   ctx %u, fa %s, ngl %d, K %s, V %s, prompt %d, generate %d, seed %" PRIu64 ", threads %d\n",
+           opts.n_ctx, opts.fa_name.c_str(), opts.n_gpu_layers, opts.cache_type_k.name.c_str(),
+           opts.cache_type_v.name.c_str(), opts.n_prompt, opts.n_gen, opts.seed, opts.n_threads);
+    for (const char * name : kEnvSwitches) {
+        const char * value = std::getenv(name);
+        if (value) {
+            printf("env      %s=%s\n", name, value);
+        }
+    }
+}
+
+std::string optional_to_string(const std::optional<int> & value) {
+    return value ? std::to_string(*value) : "-";
+}
+
+// ---------------------------------------------------------------------------
+// Subcommands
+// ---------------------------------------------------------------------------
+
+int run_replay(const Options & opts) {
+    LoadedModel model = load_model("--model", opts.model_path, opts.n_gpu_layers);
+    const int largest_batch = opts.batch_sizes.empty() ? 1 : opts.batch_sizes.back();
+    ContextPtr ctx = make_context(opts, model.model.get(), largest_batch);
+    print_header(opts, model);
+
+    const std::vector<llama_token> prompt = draw_prompt(model.model.get(), opts.n_prompt, opts.seed);
+    warm_up(ctx.get(), prompt, largest_batch);
+    const GreedyTrace reference = run_plain_greedy(ctx.get(), prompt, opts.n_gen, model.n_vocab, true);
+    printf("plain    %d one-token steps: %.3f ms mean, %.3f ms median (prefill %.1f ms)\n\n",
+           (int) reference.step_ms.size(), mean_of(reference.step_ms), median_of(reference.step_ms),
+           reference.prefill_ms);
+
+    std::vector<int> sizes = opts.batch_sizes;
+    if (opts.check_b1) {
+        sizes.insert(sizes.begin(), 1);
+    }
+
+    printf("%4s %9s %9s %7s %12s %10s %10s %10s\n", "b", "compared", "differ", "flips", "max|diff|",
+           "first-pos", "ms/batch", "median");
+    std::vector<ReplayResult> results;
+    for (const int b : sizes) {
+        ReplayResult r = replay_in_batches(ctx.get(), prompt, reference, b, model.n_vocab, opts.timing_reps);
+        printf("%4d %9d %9d %7d %12.6g %10s %10.3f %10.3f\n", r.batch_size, r.positions_compared,
+               r.positions_differ, r.argmax_flips, r.max_abs_diff, optional_to_string(r.first_diff_pos).c_str(),
+               mean_of(r.batch_ms), median_of(r.batch_ms));
+        fflush(stdout);
+        results.push_back(std::move(r));
+    }
+
+    bool any_differ        = false;
+    bool any_batched_differ = false;
+    bool b1_identical      = true;
+    for (const auto & r : results) {
+        any_differ = any_differ || !r.identical();
+        if (r.batch_size == 1) {
+            b1_identical = r.identical();
+        } else {
+            any_batched_differ = any_batched_differ || !r.identical();
+        }
+    }
+    if (!b1_identical) {
+        fprintf(stderr, "warning: b=1 replay differs from the one-token run, so decoding is not even "
+                        "run-to-run deterministic here; batched results are not meaningful\n");
+    }
+
+    const char * verdict = any_differ ? "differ" : "identical";
+    bool passed = true;
+    switch (opts.expect) {
+        case Expectation::Identical: passed = !any_differ; break;
+        case Expectation::Differ:    passed = any_batched_differ && b1_identical; break;
+        case Expectation::None:      passed = true; break;
+    }
+    printf("\nverdict  %s (expect %s: %s)\n", verdict, expectation_name(opts.expect), passed ? "passed" : "FAILED");
+
+    if (!opts.json_path.empty()) {
+        JsonWriter json;
+        json.begin_object();
+        write_common_json(json, opts, model);
+        json.key("timing_reps").value(opts.timing_reps);
+        json.key("plain").begin_object();
+        json.key("steps").value((int) reference.step_ms.size());
+        json.key("prefill_ms").value(reference.prefill_ms);
+        json.key("ms_per_token_mean").value(mean_of(reference.step_ms));
+        json.key("ms_per_token_median").value(median_of(reference.step_ms));
+        json.end_object();
+        json.key("results").begin_array();
+        for (const auto & r : results) {
+            json.begin_object();
+            json.key("b").value(r.batch_size);
+            json.key("sanity_check").value(r.batch_size == 1);
+            json.key("positions_compared").value(r.positions_compared);
+            json.key("positions_differ").value(r.positions_differ);
+            json.key("argmax_flips").value(r.argmax_flips);
+            json.key("max_abs_diff").value(r.max_abs_diff);
+            json.key("first_diff_pos");
+            r.first_diff_pos ? json.value(*r.first_diff_pos) : json.null();
+            json.key("diff_position_ranges").begin_array();
+            for (const auto & [first, last] : r.diff_ranges) {
+                json.inline_array({first, last});
+            }
+            json.end_array();
+            json.key("batches_timed").value((int) r.batch_ms.size());
+            json.key("ms_per_batch_mean").value(mean_of(r.batch_ms));
+            json.key("ms_per_batch_median").value(median_of(r.batch_ms));
+            json.key("identical").value(r.identical());
+            json.end_object();
+        }
+        json.end_array();
+        json.key("verdict").value(verdict);
+        json.key("expect").value(expectation_name(opts.expect));
+        json.key("passed").value(passed);
+        json.end_object();
+        write_json_file(opts.json_path, json);
+    }
+    return passed ? kExitOk : kExitExpectationFailed;
+}
+
+int run_spec(const Options & opts) {
+    LoadedModel target = load_model("--model", opts.model_path, opts.n_gpu_layers);
+    std::optional<LoadedModel> separate_draft;
+    if (!opts.draft_model_path.empty()) {
+        separate_draft = load_model("--draft-model", opts.draft_model_path, opts.n_gpu_layers);
+        if (separate_draft->n_vocab != target.n_vocab) {
+            throw UsageError("the draft model's vocabulary (" + std::to_string(separate_draft->n_vocab) +
+                             " tokens) differs from the target's (" + std::to_string(target.n_vocab) + ")");
+        }
+    }
+    const LoadedModel & draft = separate_draft ? *separate_draft : target;
+
+    ContextPtr target_ctx = make_context(opts, target.model.get(), kMaxVerifyBatch);
+    ContextPtr draft_ctx  = make_context(opts, draft.model.get(), 1);
+    print_header(opts, target);
+    printf("draft    %s%s, n_draft %d, 256 guard %s, verify batches <= %d tokens\n\n", draft.path.c_str(),
+           separate_draft ? "" : " (self-draft)", opts.n_draft, opts.guard_256 ? "on" : "off", kMaxVerifyBatch);
+
+    printf("%6s %9s %15s %11s %12s %12s %9s\n", "seed", "compared", "first-mismatch", "acceptance",
+           "plain tok/s", "spec tok/s", "verifies");
+    std::vector<SpecPromptResult> results;
+    for (int p = 0; p < opts.n_prompts; ++p) {
+        SpecPromptResult r;
+        r.seed = opts.seed + (uint64_t) p;
+        const std::vector<llama_token> prompt = draw_prompt(target.model.get(), opts.n_prompt, r.seed);
+        if (p == 0) {
+            warm_up(target_ctx.get(), prompt, kMaxVerifyBatch);
+            warm_up(draft_ctx.get(), prompt, 1);
+        }
+
+        // Only the first n_gen-1 steps are needed to produce n_gen tokens, but
+        // the extra step keeps the reference identical to the replay subcommand's.
+        const GreedyTrace reference = run_plain_greedy(target_ctx.get(), prompt, opts.n_gen, target.n_vocab, false);
+        const double plain_ms = std::accumulate(reference.step_ms.begin(), reference.step_ms.end(), 0.0);
+        r.plain_tokens_per_s = opts.n_gen / (plain_ms / 1000.0);
+
+        r.outcome = run_speculative(opts, target_ctx.get(), draft_ctx.get(), prompt, opts.n_gen, target.n_vocab);
+        r.spec_tokens_per_s = opts.n_gen / (r.outcome.decode_ms / 1000.0);
+        r.tokens_compared   = opts.n_gen;
+        for (int i = 0; i < opts.n_gen; ++i) {
+            if (r.outcome.emitted[i] != reference.generated[i]) {
+                r.first_mismatch = i;
+                break;
+            }
+        }
+        char acceptance[16] = "-";
+        if (r.outcome.drafted > 0) {
+            snprintf(acceptance, sizeof(acceptance), "%.1f%%", 100.0 * r.acceptance_rate());
+        }
+        printf("%6" PRIu64 " %9d %15s %11s %12.1f %12.1f %9d\n", r.seed, r.tokens_compared,
+               optional_to_string(r.first_mismatch).c_str(), acceptance, r.plain_tokens_per_s,
+               r.spec_tokens_per_s, r.outcome.verify_batches);
+        fflush(stdout);
+        results.push_back(std::move(r));
+    }
+
+    const bool any_mismatch = std::any_of(results.begin(), results.end(),
+                                          [](const SpecPromptResult & r) { return r.first_mismatch.has_value(); });
+    const char * verdict = any_mismatch ? "differ" : "identical";
+    bool passed = true;
+    switch (opts.expect) {
+        case Expectation::Identical: passed = !any_mismatch; break;
+        case Expectation::Differ:    passed = any_mismatch; break;
+        case Expectation::None:      passed = true; break;
+    }
+    printf("\nverdict  %s (expect %s: %s)\n", verdict, expectation_name(opts.expect), passed ? "passed" : "FAILED");
+
+    if (!opts.json_path.empty()) {
+        JsonWriter json;
+        json.begin_object();
+        write_common_json(json, opts, target);
+        json.key("draft_model_path").value(draft.path);
+        json.key("draft_model_desc").value(draft.desc);
+        json.key("self_draft").value(!separate_draft.has_value());
+        json.key("n_draft").value(opts.n_draft);
+        json.key("max_verify_batch").value(kMaxVerifyBatch);
+        json.key("guard_256").value(opts.guard_256);
+        json.key("results").begin_array();
+        for (const auto & r : results) {
+            json.begin_object();
+            json.key("seed").value(r.seed);
+            json.key("tokens_compared").value(r.tokens_compared);
+            json.key("first_mismatch");
+            r.first_mismatch ? json.value(*r.first_mismatch) : json.null();
+            json.key("identical").value(!r.first_mismatch.has_value());
+            json.key("drafted").value(r.outcome.drafted);
+            json.key("accepted").value(r.outcome.accepted);
+            json.key("acceptance_rate").value(r.acceptance_rate());
+            json.key("verify_batches").value(r.outcome.verify_batches);
+            json.key("largest_verify_batch").value(r.outcome.largest_verify);
+            json.key("plain_tokens_per_s").value(r.plain_tokens_per_s);
+            json.key("spec_tokens_per_s").value(r.spec_tokens_per_s);
+            json.end_object();
+        }
+        json.end_array();
+        json.key("verdict").value(verdict);
+        json.key("expect").value(expectation_name(opts.expect));
+        json.key("passed").value(passed);
+        json.end_object();
+        write_json_file(opts.json_path, json);
+    }
+    return passed ? kExitOk : kExitExpectationFailed;
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    Options opts;
+    try {
+        opts = parse_options(argc, argv);
+    } catch (const UsageError & e) {
+        fprintf(stderr, "%s: error: %s\n", kToolName, e.what());
+        return kExitUsageError;
+    }
+
+    g_log.verbose = opts.verbose;
+    llama_log_set(log_callback, nullptr);
+    // Backends may be built as loadable modules (GGML_BACKEND_DL); without this
+    // call such a build would silently run on no device at all.
+    ggml_backend_load_all();
+    llama_backend_init();
+
+    int status = kExitOk;
+    try {
+        require_a_device();
+        status = opts.mode == Mode::Replay ? run_replay(opts) : run_spec(opts);
+    } catch (const UsageError & e) {
+        fprintf(stderr, "%s: error: %s\n", kToolName, e.what());
+        status = kExitUsageError;
+    } catch (const RuntimeFailure & e) {
+        fprintf(stderr, "%s: runtime failure: %s\n", kToolName, e.what());
+        status = kExitRuntimeFailure;
+    } catch (const std::exception & e) {
+        fprintf(stderr, "%s: runtime failure: %s\n", kToolName, e.what());
+        status = kExitRuntimeFailure;
+    }
+    llama_backend_free();
+    return status;
+}
