@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import proc
+from . import proc, toolchain
 from .errors import HiraishinError
 from .log import get_logger
 from .recipe import Recipe
@@ -51,6 +51,17 @@ def build_wheel(
 ) -> WheelResult:
     if not sdist.is_file():
         raise WheelBuildError(f"sdist {sdist} does not exist", hint="make one with `hiraishin sdist`")
+    if recipe.backend == "cuda":
+        found = toolchain.nvcc_major()
+        if found != recipe.cuda_major:
+            raise WheelBuildError(
+                f"recipe {recipe.name} needs CUDA {recipe.cuda_major}'s nvcc, but "
+                + ("no nvcc is on PATH" if found is None else f"the nvcc on PATH is CUDA {found}"),
+                hint=(f"install the CUDA {recipe.cuda_major} toolkit (or build in a CUDA {recipe.cuda_major} devel "
+                      "container) and put its bin/ on PATH"
+                      + ("; for CUDA 13, PyPI's nvidia-cuda-nvcc also ships nvcc" if recipe.cuda_major == 13 else
+                         "; PyPI's nvidia-cuda-nvcc-cu12 ships only ptxas, not nvcc")),
+            )
     out_dir.mkdir(parents=True, exist_ok=True)
     before = set(out_dir.glob("*.whl"))
     env = {"CMAKE_BUILD_PARALLEL_LEVEL": str(jobs or os.cpu_count() or 2)}

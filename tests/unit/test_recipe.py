@@ -78,3 +78,19 @@ def test_pip_wheel_command_hands_over_every_define(tmp_path: Path) -> None:
                        "HIRAISHIN_RECIPE": "cu13-sm90"}.items():
         assert f"cmake.define.{key}={value}" in settings
     assert command[-1] == str(tmp_path / "s.tar.gz")
+
+
+def test_cuda_wheel_without_the_matching_nvcc_is_refused_up_front(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hiraishin_build import toolchain
+    from hiraishin_build.wheelbuild import WheelBuildError, build_wheel
+
+    sdist = tmp_path / "hiraishin_llama-1.1.tar.gz"
+    sdist.write_bytes(b"")
+    recipe = find_recipe(REPO / "recipes", "cu13-sm90")
+    monkeypatch.setattr(toolchain, "nvcc_major", lambda: None)
+    with pytest.raises(WheelBuildError, match="needs CUDA 13's nvcc, but no nvcc is on PATH"):
+        build_wheel(sdist, recipe, tmp_path / "out", build_dir=tmp_path / "build")
+    monkeypatch.setattr(toolchain, "nvcc_major", lambda: 12)
+    with pytest.raises(WheelBuildError, match="the nvcc on PATH is CUDA 12"):
+        build_wheel(sdist, recipe, tmp_path / "out", build_dir=tmp_path / "build")
+    assert not (tmp_path / "out").exists()

@@ -63,3 +63,17 @@ def test_table_shows_differing_positions_per_batch_size() -> None:
     failed = smoke.render_table([smoke.CaseResult(smoke.Case("Q6_K", "f16", True, "identical"), 1, False,
                                                   report={"results": [{"b": 2, "positions_differ": 12}]})], [2])
     assert "FAILED" in failed
+
+
+def test_cuda_wheel_without_a_gpu_is_an_error_not_a_pass(cuda_build: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(runtime, "gpus", lambda: [])
+    assert smoke.main(["--json", "/dev/null"]) == 2
+    assert "no CUDA GPU is visible" in capsys.readouterr().err
+
+
+def test_missing_model_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    runtime.build_info.cache_clear()
+    monkeypatch.setattr(runtime, "build_info", lambda: {"recipe": "cpu"})
+    monkeypatch.setattr(runtime, "gpus", lambda: [])
+    assert smoke.main(["--model", "/nonexistent/model.gguf", "--json", "/dev/null"]) == 2
+    assert "--model /nonexistent/model.gguf: no such file" in capsys.readouterr().err

@@ -137,10 +137,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work-dir", type=Path, default=None, help="where models are kept (default: a cache directory)")
     parser.add_argument("--json", type=Path, default=Path("hiraishin-smoke.json"), help="the report (default: ./hiraishin-smoke.json)")
+    parser.add_argument("--allow-cpu", action="store_true", help="with a CUDA wheel and no GPU, test the CPU backend instead of failing")
     args = parser.parse_args(argv)
 
     runtime.warn_about_environment("hiraishin-llama-smoke")
     backend = backend_in_use()
+    if runtime.built_architectures() and backend != "cuda" and not args.allow_cpu:
+        # A CUDA wheel's claim is about its CUDA kernels: passing on the CPU
+        # backend instead would prove nothing about them.
+        print("hiraishin-llama-smoke: error: this wheel is built for CUDA "
+              f"(sm {', '.join(runtime.built_architectures())}) but no CUDA GPU is visible, so its batch-invariant "
+              "kernels cannot be tested here; run it on the GPU machine, or pass --allow-cpu to test the CPU backend",
+              file=sys.stderr)
+        return 2
     on_gpu = backend == "cuda"
     args.n_gen = args.n_gen or (600 if on_gpu else 200)
     quants = (args.quants or ("Q4_K_M,Q6_K" if on_gpu else "Q4_K_M")).split(",")

@@ -223,17 +223,18 @@ void print_usage(FILE * out) {
         "  --timing-reps N          replay each batch size N times; a position counts as\n"
         "                           differing if it differs in any repetition (default 1)\n"
         "  --skip-b1                skip the b=1 sanity replay\n"
+        "  --no-256-guard           (replay and spec) let a batch cross a multiple of %d KV cells;\n"
+        "                           by default a batch is cut there, as a guarded verify is\n"
         "\n"
         "spec options:\n"
         "  --draft-model PATH       draft model (default: the target model itself)\n"
         "  --n-draft N              maximum draft tokens per step (default 16; a verify batch\n"
         "                           never exceeds %d tokens)\n"
-        "  --no-256-guard           let verify batches cross multiples of %d KV cells\n"
         "  --prompts K              run K prompts, seeds seed..seed+K-1 (default 1)\n"
         "\n"
         "exit status: 0 expectation holds, 1 expectation failed, 2 usage or input error,\n"
         "             3 runtime failure\n",
-        kToolName, kMaxVerifyBatch, kKvWindowStep);
+        kToolName, kKvWindowStep, kMaxVerifyBatch);
 }
 
 long long parse_integer(const std::string & flag, const std::string & text, long long min_value, long long max_value) {
@@ -294,7 +295,7 @@ Options parse_options(int argc, char ** argv) {
     }
 
     const std::set<std::string> replay_only = {"--batches", "--timing-reps", "--skip-b1"};
-    const std::set<std::string> spec_only   = {"--draft-model", "--n-draft", "--no-256-guard", "--prompts"};
+    const std::set<std::string> spec_only   = {"--draft-model", "--n-draft", "--prompts"};
 
     for (; i < args.size(); ++i) {
         std::string flag = args[i];
@@ -834,14 +835,36 @@ struct ReplayResult {
     bool identical() const { return positions_differ == 0; }
 };
 
-// Pushes the reference tokens through in full batches of b (a trailing
-// partial batch is left out so every compared position really came from a
-// batch of b) and compares each position's logits with the one-token run.
+// Tokens a batch starting at KV position `first_pos` may hold without crossing
+// into the next 256-cell window (the same rule as the speculative 256 guard:
+// a verify batch attends exactly the window its first token attends alone).
+int window_room(llama_pos first_pos) {
+    return kKvWindowStep - first_pos % kKvWindowStep;
+}
+
+// Pushes the reference tokens through in batches of b and compares each
+// position's logits with the one-token run. With the 256 guard a batch that
+// would cross a multiple of 256 KV cells is cut there, as a guarded verify
+// batch is; without it every batch holds b tokens. A trailing partial batch
+// is left out so every compared position came from a batch the rule allows.
 ReplayResult replay_in_batches(llama_context * ctx, const std::vector<llama_token> & prompt,
-                               const GreedyTrace & reference, int b, int n_vocab, int reps) {
+                               const GreedyTrace & reference, int b, int n_vocab, int reps, bool guard_256) {
     const int n_gen    = (int) reference.generated.size();
-    const int n_full   = (n_gen / b) * b;
     const auto n_prompt = (llama_pos) prompt.size();
+    // The batch boundaries: [starts[i], starts[i+1]).
+    std::vector<int> starts = {0};
+    while (true) {
+        const int first = starts.back();
+        int size = b;
+        if (guard_256) {
+            size = std::min(size, window_room(n_prompt + first));
+        }
+        if (first + size > n_gen) {
+            break;
+        }
+        starts.push_back(first + size);
+    }
+    const int n_full = starts.back();
 
     ReplayResult result;
     result.batch_size         = b;
@@ -855,9 +878,11 @@ ReplayResult replay_in_batches(llama_context * ctx, const std::vector<llama_toke
         llama_memory_clear(llama_get_memory(ctx), true);
         prefill(ctx, prompt);
 
-        for (int first = 0; first < n_full; first += b) {
+        for (size_t i = 0; i + 1 < starts.size(); ++i) {
+            const int first = starts[i];
+            const int size  = starts[i + 1] - first;
             batch.clear();
-            for (int j = 0; j < b; ++j) {
+            for (int j = 0; j < size; ++j) {
                 batch.add(reference.generated[first + j], n_prompt + first + j, true);
             }
             const auto start = Clock::now();
@@ -865,7 +890,7 @@ ReplayResult replay_in_batches(llama_context * ctx, const std::vector<llama_toke
             llama_synchronize(ctx);
             result.batch_ms.push_back(ms_since(start));
 
-            for (int j = 0; j < b; ++j) {
+            for (int j = 0; j < size; ++j) {
                 const int step = first + j;
                 const float * replayed = logits_or_throw(ctx, j);
                 const float * expected = &reference.step_logits[(size_t) step * n_vocab];
@@ -1168,7 +1193,8 @@ int run_replay(const Options & opts) {
            "first-pos", "ms/batch", "median");
     std::vector<ReplayResult> results;
     for (const int b : sizes) {
-        ReplayResult r = replay_in_batches(ctx.get(), prompt, reference, b, model.n_vocab, opts.timing_reps);
+        ReplayResult r = replay_in_batches(ctx.get(), prompt, reference, b, model.n_vocab, opts.timing_reps,
+                                           opts.guard_256);
         printf("%4d %9d %9d %7d %12.6g %10s %10.3f %10.3f\n", r.batch_size, r.positions_compared,
                r.positions_differ, r.argmax_flips, r.max_abs_diff, optional_to_string(r.first_diff_pos).c_str(),
                mean_of(r.batch_ms), median_of(r.batch_ms));
@@ -1206,6 +1232,7 @@ int run_replay(const Options & opts) {
         json.begin_object();
         write_common_json(json, opts, model);
         json.key("timing_reps").value(opts.timing_reps);
+        json.key("guard_256").value(opts.guard_256);
         json.key("plain").begin_object();
         json.key("steps").value((int) reference.step_ms.size());
         json.key("prefill_ms").value(reference.prefill_ms);
