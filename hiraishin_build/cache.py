@@ -10,6 +10,7 @@ those paths are excluded from checkouts.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,6 +159,17 @@ class UpstreamCache:
                 hint="add them to [checkout] exclude in recipes/upstream.toml if no build needs them",
             )
         return len(missing)
+
+    def ensure_blobs(self, object_ids: Iterable[str], *, why: str) -> None:
+        """Fetch the given blobs unless the cache holds them already.
+
+        For looking at a few files of commits that are never checked out
+        (which upstream commit a patch landed in), without fetching whole trees.
+        """
+        store = self.store()
+        missing = sorted({oid for oid in object_ids if not store.has(oid)})
+        if missing:
+            git.fetch_objects(self.git_dir, REMOTE, missing, what=f"fetching {len(missing)} file content(s) {why}")
 
     def require_complete(self, commit: str, rules: SparseRules) -> None:
         """Offline check that a checkout of ``commit`` will find every blob."""

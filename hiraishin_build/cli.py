@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from . import __version__, log, toolchain
+from . import rebase as rebasing, report, tags
 from .cache import UpstreamCache
 from .errors import HiraishinError
 from .project import Project
@@ -109,6 +110,27 @@ def upstream_show(obj: Context) -> None:
     state = "absent" if resolved is None else ("matches the pin" if resolved == pin.commit else f"MOVED to {resolved}")
     click.echo(f"ref state: {state}")
     click.echo(f"source:    {cache.source()}")
+
+
+@upstream.command("tags")
+@click.option("--since", metavar="REF", help="List the tags newer than REF instead of the pin.")
+@pass_context
+def upstream_tags(obj: Context, since: str | None) -> None:
+    """The tags in the cache newer than the pin, oldest first (`upstream fetch` brings new ones)."""
+    project, cache = obj.project(), obj.cache()
+    pin = project.pin()
+    store = cache.store()
+    name, commit = (pin.ref, pin.commit) if since is None else (since, tags.resolve(store, since))
+    found = tags.newer_than(store, name, commit)
+    if not found:
+        click.echo(f"no tag in the cache is newer than {name} ({commit[:12]}); `hiraishin upstream fetch` brings new ones")
+        return
+    click.echo(f"{len(found)} tag(s) newer than {name} ({commit[:12]}), oldest first:")
+    width = max(len(p.tag.name) for p in found)
+    for placed in found:
+        build = f"b{placed.tag.build}" if placed.tag.build is not None else "-"
+        kind = "descendant" if placed.relation is tags.Relation.NEWER else "diverged, later"
+        click.echo(f"  {placed.tag.name:<{width}}  {build:>6}  {placed.tag.date}  {placed.tag.commit[:12]}  {kind}")
 
 
 # -- patches ----------------------------------------------------------------
@@ -242,14 +264,16 @@ def wheel_command(obj: Context, recipe_name: str, sdist: Path | None, no_isolati
 @click.option("--find-links", type=click.Path(file_okay=False, exists=True, path_type=Path),
               help="Install the wheel's dependencies from this directory only (no index).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="Where the venv and report go.")
+@click.option("--serve-model", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="Also start the wheel's llama-server with this GGUF and ask it one completion.")
 @click.argument("smoke_args", nargs=-1, type=click.UNPROCESSED)
 @pass_context
 def smoke_command(obj: Context, wheel: Path, system_site_packages: bool, find_links: Path | None,
-                  out_dir: Path | None, smoke_args: tuple[str, ...]) -> None:
+                  out_dir: Path | None, serve_model: Path | None, smoke_args: tuple[str, ...]) -> None:
     """Install WHEEL in a fresh venv and run hiraishin-llama-smoke (extra args after --)."""
     target = (out_dir or wheel.parent / "smoke").resolve()
     result = smoke_wheel(wheel, target, system_site_packages=system_site_packages, find_links=find_links,
-                         smoke_args=smoke_args)
+                         smoke_args=smoke_args, serve_model=serve_model)
     click.echo(f"smoke report: {result.report_path}")
     if not result.passed:
         raise SmokeFailed(f"the smoke test failed; report: {result.report_path}")
@@ -290,6 +314,55 @@ def build(obj: Context, source: str | None, recipe_name: str | None, no_isolatio
     click.echo(f"wheel:        {wheel.path}\nsmoke report: {result.report_path}")
     if not result.passed:
         raise SmokeFailed(f"the smoke test failed; report: {result.report_path}")
+
+
+# -- rebase -----------------------------------------------------------------
+
+@cli.command("rebase")
+@click.option("--onto", metavar="REF", help="Apply the stack onto this upstream tag, branch or commit.")
+@click.option("--continue", "resume", is_flag=True, help="Go on after resolving a conflict, or after an interruption.")
+@click.option("--skip", is_flag=True, help="Drop the patch the rebase stopped at (the report records it) and go on.")
+@click.option("--abort", is_flag=True, help="Put patches/, the pin and the work tree back exactly as before.")
+@click.option("--dry-run", is_flag=True, help="With --onto: the whole report from a throwaway work tree; nothing changes.")
+@click.option("--scan", is_flag=True, help="Try the stack on every REF given and print a compatibility table.")
+@click.argument("refs", nargs=-1, metavar="[REF...]")
+@workdir_option
+@click.option("--report", "report_base", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the report to REPORT.txt and REPORT.json (default: work/rebase-report, work/rebase-scan).")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report instead of the text.")
+@pass_context
+def rebase_command(obj: Context, onto: str | None, resume: bool, skip: bool, abort: bool, dry_run: bool, scan: bool,
+                   refs: tuple[str, ...], workdir: Path | None, report_base: Path | None, as_json: bool) -> None:
+    """Move the stack onto another upstream ref, patch by patch, and the pin with it."""
+    modes = [flag for flag, on in (("--onto", onto), ("--continue", resume), ("--skip", skip),
+                                   ("--abort", abort), ("--scan", scan)) if on]
+    if len(modes) != 1:
+        raise click.UsageError("give exactly one of --onto REF, --continue, --skip, --abort, --scan REF...")
+    if bool(refs) != scan:
+        raise click.UsageError("--scan takes one or more REFs; the other modes take none (use --onto REF)")
+    if dry_run and not onto:
+        raise click.UsageError("--dry-run goes with --onto REF")
+    project, cache = obj.project(), obj.cache()
+    target = (workdir or project.default_workdir).resolve()
+    if abort:
+        aborted = rebasing.abort(project, target)
+        click.echo(f"aborted the rebase onto {aborted.onto_ref}; restored: " + (", ".join(aborted.restored) or "nothing had changed"))
+        return
+    if scan:
+        scanned = rebasing.scan(project, cache, refs)
+        text, data, stopped = report.scan_text(scanned), report.scan_json(scanned), None
+    else:
+        if onto:
+            found = rebasing.dry_run(project, cache, onto) if dry_run else rebasing.start(project, cache, onto, target)
+        else:
+            found = (rebasing.continue_ if resume else rebasing.skip)(project, cache, target)
+        text, data, stopped = report.rebase_text(found), report.rebase_json(found), rebasing.stopped_error(found)
+    default = project.default_workdir.parent / ("rebase-scan" if scan else "rebase-report")
+    written = report.write(report_base or default, text, data)
+    click.echo(data if as_json else text, nl=False)
+    click.echo(f"report: {written[0]} and {written[1]}", err=True)
+    if stopped is not None:
+        raise stopped
 
 
 def main() -> None:

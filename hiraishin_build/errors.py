@@ -82,3 +82,13 @@ class CheckFailed(HiraishinError):
     """A verification (patches check) found a difference."""
 
     exit_code = 7
+
+
+class RebaseError(HiraishinError):
+    """A rebase cannot start or go on as asked (one is in progress, none is)."""
+
+    exit_code = 10
+
+
+class RebaseStopped(RebaseError):
+    """A rebase stopped (or, in a dry run, would stop) at a conflict."""

@@ -158,6 +158,72 @@ def am_abort(repo: Path) -> None:
     git(repo, "am", "--abort", check=False)
 
 
+def am_continue(repo: Path) -> proc.Completed:
+    return git(repo, "am", "--continue", env=TOOL_IDENTITY, check=False)
+
+
+def am_in_progress(repo: Path) -> bool:
+    # git am keeps its session in rebase-apply/; the "applying" marker tells
+    # it apart from an interrupted `git rebase`, which uses the same directory.
+    return (repo / ".git" / "rebase-apply" / "applying").is_file()
+
+
+def unmerged_paths(repo: Path) -> list[str]:
+    out = git(repo, "diff", "--name-only", "--diff-filter=U", "-z").stdout
+    return sorted({path for path in out.split("\0") if path})
+
+
+def head_ref(repo: Path) -> str | None:
+    """The branch HEAD points to (refs/heads/...), or None when detached."""
+    result = git(repo, "symbolic-ref", "--quiet", "HEAD", check=False)
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def checkout_force(repo: Path, target: str, *, detach: bool = False) -> None:
+    """Switch to ``target`` discarding local changes to tracked files."""
+    git(repo, "checkout", "--quiet", "--force", *(["--detach"] if detach else []), target,
+        what=f"checking out {target}")
+
+
+def reset_branch(repo: Path, branch: str, commit: str) -> None:
+    """Point ``branch`` at ``commit`` and make it the checked-out, clean branch."""
+    git(repo, "checkout", "--quiet", "--force", "--no-guess", "-B", branch, commit,
+        what=f"resetting {branch} to {commit[:12]}")
+
+
+def delete_ref(repo: Path, ref: str) -> None:
+    git(repo, "update-ref", "-d", ref, check=False)
+
+
+def index_add_entries(repo: Path, index_file: Path, entries: Iterable[tuple[int, str, str]]) -> None:
+    """Write (mode, blob, path) entries into a separate index file."""
+    git(
+        repo, "update-index", "--index-info",
+        input="".join(f"{mode:o} {blob}\t{path}\n" for mode, blob, path in entries),
+        env={"GIT_INDEX_FILE": str(index_file)},
+    )
+
+
+def apply_to_index(repo: Path, patch: Path, index_file: Path, *, reverse: bool = False, check_only: bool = False) -> bool:
+    """Apply a patch to a separate index file only (no work tree); True if it applies.
+
+    Applying writes the post-image blobs into the object store, which is what
+    a later ``git am --3way`` needs to rebuild a patch's base.
+    """
+    args = ["apply", "--cached", *(["--reverse"] if reverse else []), *(["--check"] if check_only else []), str(patch)]
+    return git(repo, *args, env={"GIT_INDEX_FILE": str(index_file)}, check=False).returncode == 0
+
+
+def rev_list_touching(repo: Path, base: str | None, head: str, paths: Sequence[str]) -> list[str]:
+    """Commits in base..head that change any of ``paths``, oldest first.
+
+    Only trees are compared, so on a blobless clone this fetches nothing.
+    """
+    spec = [f"{base}..{head}"] if base else [head]
+    out = git(repo, "rev-list", "--reverse", "--topo-order", *spec, "--", *paths).stdout
+    return [line for line in out.splitlines() if line]
+
+
 # Each flag pins something that would otherwise make a re-export of unchanged
 # work differ from the committed file.
 FORMAT_PATCH_FLAGS = (
@@ -218,14 +284,46 @@ class ObjectStore:
         return isinstance(obj, pygit2.Commit)
 
     def resolve(self, ref: str) -> str | None:
-        """The commit a tag, branch or full hash names, or None."""
+        """The commit a tag, branch, or full or abbreviated hash names, or None."""
         for name in (f"refs/tags/{ref}", f"refs/remotes/origin/{ref}", f"refs/heads/{ref}"):
             reference = self._repo.references.get(name)
             if reference is not None:
                 return str(reference.peel(pygit2.Commit).id)
         if len(ref) == 40 and self.commit_exists(ref):
             return ref
+        if re.fullmatch(r"[0-9a-f]{7,39}", ref):
+            try:
+                return str(self._repo.revparse_single(ref).peel(pygit2.Commit).id)
+            except (KeyError, ValueError, pygit2.GitError):
+                return None
         return None
+
+    def _commit(self, commit: str) -> pygit2.Commit:
+        return self._repo[commit].peel(pygit2.Commit)
+
+    def commit_time(self, commit: str) -> int:
+        return int(self._commit(commit).commit_time)
+
+    def subject(self, commit: str) -> str:
+        return self._commit(commit).message.split("\n", 1)[0].strip()
+
+    def parents(self, commit: str) -> list[str]:
+        return [str(oid) for oid in self._commit(commit).parent_ids]
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        return ancestor == descendant or bool(self._repo.descendant_of(descendant, ancestor))
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        base = self._repo.merge_base(a, b)
+        return str(base) if base is not None else None
+
+    def entry(self, commit: str, path: str) -> tuple[int, str] | None:
+        """(file mode, blob id) of ``path`` in ``commit``, or None if absent."""
+        try:
+            found = self._commit(commit).peel(pygit2.Tree)[path]
+        except KeyError:
+            return None
+        return (int(found.filemode), str(found.id)) if found.type_str == "blob" else None
 
     def blobs(self, commit: str) -> Iterable[tuple[str, str]]:
         """(path, blob id) of every file in ``commit``; submodules are skipped."""

@@ -33,7 +33,7 @@ class FailedHunk:
     header: str | None
 
 
-def _failed_hunks(output: str, patch_text: str) -> list[FailedHunk]:
+def failed_hunks(output: str, patch_text: str) -> list[FailedHunk]:
     """Name the files and hunks ``git am`` could not apply, from its output."""
     hunks: list[FailedHunk] = []
     for match in re.finditer(r"^error: patch failed: (.+):(\d+)$", output, re.MULTILINE):
@@ -56,7 +56,7 @@ def _describe_failure(patch: Path, output: str) -> PatchError:
             f"{patch.name}: the patch file is corrupt ({corrupt.group(1)})",
             hint=f"restore {patch} from git, or regenerate it with `hiraishin patches export`",
         )
-    hunks = _failed_hunks(output, text)
+    hunks = failed_hunks(output, text)
     where = "".join(
         f"\n    {h.file}" + (f" at line {h.line}" if h.line else "") + (f": {h.header}" if h.header else "")
         for h in hunks

@@ -51,15 +51,17 @@ def test_patches_commands(stack_project: StackProject) -> None:
     assert checked.returncode == 0 and "re-export byte-identical" in checked.stdout
 
 
-def test_build_fetches_and_applies(tmp_path: Path, stack_project: StackProject) -> None:
+def test_build_fetches_the_upstream_then_names_what_is_missing(tmp_path: Path, stack_project: StackProject) -> None:
     import shutil
 
     shutil.rmtree(stack_project.cache.root)
-    shutil.rmtree(stack_project.workdir)
-    built = hiraishin("build", cwd=stack_project.project.root)  # the pin's url is the synthetic upstream
-    assert built.returncode == 0, built.stderr
-    assert "applied 2 patch(es)" in built.stdout
-    assert (stack_project.workdir / "ggml/src/ggml-cuda/mmvq.cu").is_file()
+    built = hiraishin("build", "--recipe", "cpu", cwd=stack_project.project.root)  # the pin's url is the synthetic upstream
+    # The cache was filled from the pin's url before anything else ...
+    assert stack_project.cache.store().commit_exists(stack_project.upstream.commit)
+    # ... and a project without a wheel project stops with a clear error, not a traceback.
+    assert built.returncode == 2, built.stderr
+    assert "no recipe 'cpu'" in built.stderr or "pyproject.toml" in built.stderr
+    assert "Traceback" not in built.stderr
 
 
 @pytest.mark.parametrize(

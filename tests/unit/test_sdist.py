@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from hiraishin_build.errors import ConfigError
-from hiraishin_build.sdist import build_sdist, upstream_build_number, wheel_version
+from hiraishin_build.sdist import build_sdist, stack_revision, upstream_build_number, wheel_version
 
 from ..conftest import StackProject, sh_git
 
@@ -61,6 +61,7 @@ def test_version_comes_from_the_pin_and_the_stack_revision(wheel_project: StackP
     project = wheel_project.project
     pin = UpstreamPin("u", "feature-turboquant-kv-cache-b9079-69d8e4b", "a" * 40)
     assert upstream_build_number(pin) == 9079
-    assert wheel_version(project, pin) == "9079.1"
+    assert wheel_version(project, pin) == f"9079.{stack_revision(project)}"
+    assert stack_revision(project) >= 1
     with pytest.raises(ConfigError, match="no upstream build number"):
         upstream_build_number(UpstreamPin("u", "main", "a" * 40))

@@ -1,0 +1,67 @@
+"""Rebase of the real stack on the real upstream, from the local cache.
+
+Skips, saying why, where the cache lacks the pin or the older release tag
+these tests move to (run `hiraishin upstream fetch` to enable them).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from hiraishin_build import rebase
+from hiraishin_build.cache import UpstreamCache
+from hiraishin_build.project import Project
+from hiraishin_build.report import ChangeKind, PatchStatus
+from hiraishin_build.stack import apply_stack
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# An older release tag of the base on which the stack applies with an offset.
+OLDER = "feature-turboquant-kv-cache-b8983-9e3fb40"
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def real_cache() -> UpstreamCache:
+    pin = Project(REPO_ROOT).pin()
+    cache = UpstreamCache()
+    if not cache.exists() or not cache.store().commit_exists(pin.commit):
+        pytest.skip(f"the upstream cache {cache.git_dir} lacks the pinned commit: run `hiraishin upstream fetch`")
+    if cache.store().resolve(OLDER) is None:
+        pytest.skip(f"the upstream cache {cache.git_dir} lacks the tag {OLDER}: run `hiraishin upstream fetch`")
+    return cache
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    project = Project(tmp_path / "project")
+    shutil.copytree(REPO_ROOT / "recipes", project.root / "recipes")
+    shutil.copytree(REPO_ROOT / "patches", project.patches_dir)
+    return project
+
+
+def test_dry_run_onto_an_older_tag(real_cache: UpstreamCache) -> None:
+    started = time.monotonic()
+    report = rebase.dry_run(Project(REPO_ROOT), real_cache, OLDER)
+    elapsed = time.monotonic() - started
+    assert report.relation == "older" and report.stopped_at is None
+    assert all(o.status in (PatchStatus.CLEAN, PatchStatus.OFFSET) for o in report.outcomes)
+    assert all(o.change is not None and o.change.kind in (ChangeKind.IDENTICAL, ChangeKind.CONTEXT)
+               for o in report.outcomes)
+    assert elapsed < 20, f"a dry run took {elapsed:.1f} s"
+
+
+def test_rebase_there_and_back_is_byte_identical(real_cache: UpstreamCache, project: Project) -> None:
+    before = {p.name: p.read_bytes() for p in project.patches_dir.iterdir()}
+    pin_before = project.pin_file.read_bytes()
+    apply_stack(project, real_cache, project.default_workdir)
+    there = rebase.start(project, real_cache, OLDER, project.default_workdir)
+    assert there.state == "finished" and project.pin().ref == OLDER
+    back = rebase.start(project, real_cache, Project(REPO_ROOT).pin().ref, project.default_workdir)
+    assert back.state == "finished"
+    assert {p.name: p.read_bytes() for p in project.patches_dir.iterdir()} == before
+    assert project.pin_file.read_bytes() == pin_before

@@ -1,0 +1,564 @@
+"""Rebase: every per-patch status, conflict handling, crashes, dry run, scan.
+
+The stack here has three patches: mmvq block 20, common.cuh (append a
+declaration) and mmvq block 30. The third touches the file the first one
+changed, so its three-way fallback needs the stack's own intermediate blobs.
+Each test moves the synthetic upstream on by a commit or two and tags it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from hiraishin_build import git, rebase
+from hiraishin_build.errors import RebaseError, RebaseStopped, UpstreamError, WorkTreeError
+from hiraishin_build.report import ChangeKind, PatchStatus, rebase_json, rebase_text, scan_json, scan_text
+from hiraishin_build.series import read_series
+from hiraishin_build.stack import check_stack, export_stack
+from hiraishin_build.tags import Relation, newer_than
+from hiraishin_build.worktree import WorkTree
+
+from ..conftest import StackProject, commit_in_workdir, sh_git
+
+MMVQ = "ggml/src/ggml-cuda/mmvq.cu"
+COMMON = "ggml/src/ggml-cuda/common.cuh"
+FATTN = "ggml/src/ggml-cuda/fattn.cu"
+BLOCK_20_END = "    // block 20\n    return ncols_dst <= 5 ? 4 : 1;\n}\n"
+BLOCK_30_END = "    // block 30\n    return ncols_dst <= 7 ? 4 : 1;\n}\n"
+
+
+@pytest.fixture
+def sp(stack_project: StackProject) -> StackProject:
+    """The shared two-patch stack plus a third patch on mmvq.cu again."""
+    workdir = stack_project.workdir
+    mmvq = (workdir / MMVQ).read_text()
+    commit_in_workdir(workdir, MMVQ, mmvq.replace("    // block 30\n", "    // block 30, chunked\n"), "mmvq: chunk block 30")
+    export_stack(stack_project.project, workdir)
+    assert len(read_series(stack_project.project.patches_dir).names) == 3
+    return stack_project
+
+
+def names(sp: StackProject) -> list[str]:
+    return list(read_series(sp.project.patches_dir).names)
+
+
+def tag_upstream(sp: StackProject, tag: str, edits: dict[str, Callable[[str], str]], message: str | None = None) -> str:
+    """Commit ``edits`` on the upstream, tag the commit, and fetch it into the cache."""
+    repo = sp.upstream.path
+    for path, edit in edits.items():
+        (repo / path).write_text(edit((repo / path).read_text()))
+    sh_git(repo, "add", "-A")
+    sh_git(repo, "commit", "-q", "--allow-empty", "-m", message or f"upstream {tag}")
+    sh_git(repo, "tag", "-a", "-m", tag, tag)
+    sp.cache.fetch(str(repo), sp.project.pin())
+    return sh_git(repo, "rev-parse", "HEAD")
+
+
+def shift_top(text: str) -> str:
+    return "// five new lines\n" * 5 + text
+
+
+def touch_near_block_20(text: str) -> str:
+    # Inside the hunk's context, one unchanged line away from the patched line.
+    return text.replace(BLOCK_20_END, BLOCK_20_END.replace("}\n", "} // kernel_20\n"))
+
+
+def touch_near_block_30(text: str) -> str:
+    return text.replace(BLOCK_30_END, BLOCK_30_END.replace("}\n", "} // kernel_30\n"))
+
+
+def conflict_block_20(text: str) -> str:
+    return text.replace("    // block 20\n", "    // block 20 (upstream note)\n")
+
+
+def declare_upstream(text: str) -> str:
+    return text + "bool batch_invariant();\n"
+
+
+def project_snapshot(sp: StackProject) -> dict[str, bytes]:
+    files = {f"patches/{p.name}": p.read_bytes() for p in sorted(sp.project.patches_dir.iterdir())}
+    files["pin"] = sp.project.pin_file.read_bytes()
+    return files
+
+
+def tree_snapshot(workdir: Path) -> dict[str, object]:
+    files = {
+        str(p.relative_to(workdir)): p.read_bytes()
+        for p in sorted(workdir.rglob("*")) if p.is_file() and ".git" not in p.relative_to(workdir).parts
+    }
+    return {
+        "files": files,
+        "refs": sh_git(workdir, "for-each-ref", "--format=%(refname) %(objectname)"),
+        "head": sh_git(workdir, "symbolic-ref", "HEAD"),
+        "state": (workdir / ".git" / "hiraishin-state.json").read_bytes(),
+        "status": sh_git(workdir, "status", "--porcelain"),
+    }
+
+
+def statuses(report) -> list[PatchStatus]:  # type: ignore[no-untyped-def]
+    return [o.status for o in report.outcomes]
+
+
+def hiraishin(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hiraishin_build.cli", *args], cwd=cwd, capture_output=True, text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+# -- the statuses -------------------------------------------------------------
+
+def test_clean_rebase_moves_pin_and_keeps_patches(sp: StackProject) -> None:
+    before = project_snapshot(sp)
+    commit = tag_upstream(sp, "b102", {FATTN: lambda t: t.replace("return 7;", "return 70;")})
+    report = rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    assert report.state == "finished"
+    assert statuses(report) == [PatchStatus.CLEAN] * 3
+    assert [o.change.kind for o in report.outcomes] == [ChangeKind.IDENTICAL] * 3  # type: ignore[union-attr]
+    pin = sp.project.pin()
+    assert (pin.ref, pin.commit) == ("b102", commit)
+    after = project_snapshot(sp)
+    assert {k: v for k, v in after.items() if k != "pin"} == {k: v for k, v in before.items() if k != "pin"}
+    assert not rebase.in_progress(sp.workdir)
+    # The new pin and stack pass the strict check.
+    check_stack(sp.project, sp.cache)
+
+
+def test_offset_is_a_context_only_refresh(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {MMVQ: shift_top})
+    report = rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    assert statuses(report) == [PatchStatus.OFFSET, PatchStatus.CLEAN, PatchStatus.OFFSET]
+    first, second, third = report.outcomes
+    assert first.change is not None and first.change.kind is ChangeKind.CONTEXT
+    assert "line numbers" in first.change.aspects and "index lines" in first.change.aspects
+    assert second.change is not None and second.change.kind is ChangeKind.IDENTICAL
+    text = rebase_text(report)
+    assert "applied with offset" in text and "refreshed, context only (line numbers" in text
+    assert "0 with changed content" in text
+    # The refreshed patches apply without an offset now.
+    check_stack(sp.project, sp.cache)
+
+
+def test_three_way_merge_needs_the_stacks_own_blobs(sp: StackProject) -> None:
+    # Patch 3's context moved: only a three-way merge applies it, and its base
+    # is mmvq.cu as patch 1 left it, a blob that no upstream commit has.
+    tag_upstream(sp, "b102", {MMVQ: lambda t: touch_near_block_30(touch_near_block_20(t))})
+    report = rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    assert statuses(report) == [PatchStatus.THREE_WAY, PatchStatus.CLEAN, PatchStatus.THREE_WAY]
+    first = report.outcomes[0]
+    assert first.hunks and first.hunks[0].file == MMVQ and first.hunks[0].header.startswith("@@ -")  # type: ignore[union-attr]
+    assert first.change is not None and first.change.kind is ChangeKind.CONTEXT
+    assert "context lines" in first.change.aspects
+    final = (sp.workdir / MMVQ).read_text()
+    assert "block 20, batch-invariant" in final and "block 30, chunked" in final and "} // kernel_30" in final
+    check_stack(sp.project, sp.cache)
+
+
+def test_upstreamed_patch_is_dropped_and_its_upstream_commit_named(sp: StackProject) -> None:
+    landed = tag_upstream(sp, "b102", {COMMON: declare_upstream}, message="cuda: declare batch_invariant")
+    tag_upstream(sp, "b103", {COMMON: lambda t: t.replace("int helper_0();", "int helper_0(void);"),
+                              FATTN: lambda t: t + "// more\n"}, message="later work on common.cuh")
+    report = rebase.start(sp.project, sp.cache, "b103", sp.workdir)
+    assert statuses(report) == [PatchStatus.CLEAN, PatchStatus.EMPTY, PatchStatus.CLEAN]
+    dropped = report.outcomes[1]
+    assert dropped.upstreamed_in is not None and dropped.upstreamed_in.commit == landed
+    assert dropped.upstreamed_in.subject == "cuda: declare batch_invariant"
+    assert dropped.change is not None and dropped.change.kind is ChangeKind.DROPPED
+    assert dropped.name not in names(sp)
+    assert not (sp.project.patches_dir / dropped.name).exists()
+    assert f"upstream since {landed[:12]}" in rebase_text(report)
+
+
+def test_upstreamed_through_a_merge_names_the_commit_itself(sp: StackProject) -> None:
+    repo = sp.upstream.path
+    sh_git(repo, "checkout", "-q", "-b", "side", sp.upstream.commit)
+    (repo / COMMON).write_text(declare_upstream((repo / COMMON).read_text()))
+    sh_git(repo, "commit", "-q", "-am", "side: declare batch_invariant")
+    landed = sh_git(repo, "rev-parse", "HEAD")
+    sh_git(repo, "checkout", "-q", "master")
+    sh_git(repo, "merge", "-q", "--no-ff", "-m", "merge side", "side")
+    sh_git(repo, "tag", "-a", "-m", "b102", "b102")
+    sp.cache.fetch(str(repo), sp.project.pin())
+    report = rebase.dry_run(sp.project, sp.cache, "b102")
+    assert report.outcomes[1].status is PatchStatus.EMPTY
+    assert report.outcomes[1].upstreamed_in is not None and report.outcomes[1].upstreamed_in.commit == landed
+
+
+def test_upstreamed_but_changed_since_says_not_found(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {COMMON: declare_upstream})
+    tag_upstream(sp, "b103", {COMMON: lambda t: t.replace("int helper_27();", "int helper_27(int);")})
+    report = rebase.dry_run(sp.project, sp.cache, "b103")
+    dropped = report.outcomes[1]
+    assert dropped.status is PatchStatus.EMPTY and dropped.upstreamed_in is None
+    assert "not found" in dropped.note
+
+
+# -- conflicts -----------------------------------------------------------------
+
+def test_conflict_stops_and_names_patch_files_and_hunks(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    before = project_snapshot(sp)
+    report = rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    assert report.state == "stopped"
+    assert statuses(report) == [PatchStatus.CONFLICT, PatchStatus.PENDING, PatchStatus.PENDING]
+    stopped = report.stopped_at
+    assert stopped is not None and stopped.index == 1
+    assert stopped.hunks[0].file == MMVQ and stopped.hunks[0].line is not None
+    assert stopped.hunks[0].header is not None and stopped.hunks[0].header.startswith("@@ -")
+    assert stopped.conflicts and stopped.conflicts[0].file == MMVQ
+    region = stopped.conflicts[0]
+    lines = (sp.workdir / MMVQ).read_text().splitlines()
+    assert lines[region.start - 1].startswith("<<<<<<<") and lines[region.end - 1].startswith(">>>>>>>")
+    assert git.am_in_progress(sp.workdir) and git.unmerged_paths(sp.workdir) == [MMVQ]
+    # Nothing in the project moved yet.
+    assert project_snapshot(sp) == before
+    error = rebase.stopped_error(report)
+    assert isinstance(error, RebaseStopped) and MMVQ in str(error) and "--continue" in str(error)
+
+
+def test_resolve_then_continue(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    # --continue before resolving: refused, nothing changes.
+    with pytest.raises(RebaseStopped, match="unresolved conflicts in: " + MMVQ):
+        rebase.continue_(sp.project, sp.cache, sp.workdir)
+    resolved = (sp.upstream.path / MMVQ).read_text().replace(
+        "    // block 20 (upstream note)\n", "    // block 20 (upstream note), batch-invariant\n"
+    )
+    (sp.workdir / MMVQ).write_text(resolved)
+    sh_git(sp.workdir, "add", MMVQ)
+    report = rebase.continue_(sp.project, sp.cache, sp.workdir)
+    assert report.state == "finished"
+    assert statuses(report) == [PatchStatus.RESOLVED, PatchStatus.CLEAN, PatchStatus.CLEAN]
+    first = report.outcomes[0]
+    assert first.change is not None and first.change.kind is ChangeKind.CONTENT
+    assert "changed lines" in first.change.aspects
+    assert "CONTENT CHANGED" in rebase_text(report) and "1 with changed content" in rebase_text(report)
+    assert sp.project.pin().ref == "b102"
+    assert "(upstream note), batch-invariant" in (sp.project.patches_dir / first.name).read_text()
+    check_stack(sp.project, sp.cache)
+
+
+def test_continue_accepts_a_resolution_committed_by_hand(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    (sp.workdir / MMVQ).write_text((sp.upstream.path / MMVQ).read_text().replace("(upstream note)", "(both)"))
+    sh_git(sp.workdir, "add", MMVQ)
+    # The maintainer finishes the git am session themselves.
+    sh_git(sp.workdir, "am", "--continue")
+    assert not git.am_in_progress(sp.workdir)
+    report = rebase.continue_(sp.project, sp.cache, sp.workdir)
+    assert statuses(report)[0] is PatchStatus.RESOLVED and report.state == "finished"
+
+
+def test_continue_refuses_unrelated_edits_until_they_are_gone(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    (sp.workdir / MMVQ).write_text((sp.upstream.path / MMVQ).read_text().replace("(upstream note)", "(both)"))
+    sh_git(sp.workdir, "add", MMVQ)
+    (sp.workdir / FATTN).write_text("stray edit\n")
+    (sp.workdir / MMVQ.replace(".cu", ".cu.orig")).write_text("left by a merge tool\n")
+    with pytest.raises(WorkTreeError, match="fattn.cu.*mmvq.cu.orig"):
+        rebase.continue_(sp.project, sp.cache, sp.workdir)
+    assert rebase.in_progress(sp.workdir)
+    sh_git(sp.workdir, "checkout", "--", FATTN)
+    (sp.workdir / MMVQ.replace(".cu", ".cu.orig")).unlink()
+    # The resolution was committed by the first try; the second one takes it.
+    report = rebase.continue_(sp.project, sp.cache, sp.workdir)
+    assert report.state == "finished" and statuses(report)[0] is PatchStatus.RESOLVED
+
+
+def test_skip_drops_the_patch_and_records_it(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    skipped_name = names(sp)[0]
+    report = rebase.skip(sp.project, sp.cache, sp.workdir)
+    assert report.state == "finished"
+    assert statuses(report) == [PatchStatus.SKIPPED, PatchStatus.CLEAN, PatchStatus.CLEAN]
+    assert "dropped with --skip" in report.outcomes[0].note
+    assert skipped_name not in names(sp) and len(names(sp)) == 2
+    assert "skipped (dropped)" in rebase_text(report)
+    check_stack(sp.project, sp.cache)
+
+
+def test_abort_restores_everything_byte_for_byte(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    project_before, tree_before = project_snapshot(sp), tree_snapshot(sp.workdir)
+    rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    # Whatever happened meanwhile: a half-edited conflict, a stray edit in patches/.
+    (sp.workdir / MMVQ).write_text("half resolved\n")
+    (sp.project.patches_dir / names(sp)[0]).write_text("edited by mistake\n")
+    result = rebase.abort(sp.project, sp.workdir)
+    assert "patches/" in result.restored
+    assert project_snapshot(sp) == project_before
+    assert tree_snapshot(sp.workdir) == tree_before
+    assert not rebase.in_progress(sp.workdir)
+    assert git.rev_parse(sp.workdir, rebase.ORIG_HEAD_REF) is None
+    assert not (sp.workdir / ".git" / rebase.BACKUP_NAME).exists()
+
+
+def test_abort_removes_a_work_tree_the_rebase_created(sp: StackProject, tmp_path: Path) -> None:
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    fresh = tmp_path / "fresh-work"
+    rebase.start(sp.project, sp.cache, "b102", fresh)
+    assert rebase.in_progress(fresh)
+    rebase.abort(sp.project, fresh)
+    assert not fresh.exists()
+
+
+# -- a killed process ----------------------------------------------------------
+
+@pytest.mark.parametrize("stage", ["recorded:1", "applied:2"])
+def test_killed_mid_run_then_continue_completes(sp: StackProject, stage: str) -> None:
+    onto = tag_upstream(sp, "b102", {MMVQ: shift_top})
+    root = sp.project.root
+    before = project_snapshot(sp)
+    killed = hiraishin("rebase", "--onto", "b102", cwd=root, env={rebase.KILL_ENV: stage})
+    assert killed.returncode == -9, killed.stderr
+    assert rebase.in_progress(sp.workdir)
+    assert project_snapshot(sp) == before
+    saved = json.loads((sp.workdir / ".git" / rebase.STATE_NAME).read_text())
+    assert saved["phase"] == "applying" and saved["next"] == int(stage.split(":")[1]) - (0 if stage.startswith("recorded") else 1)
+    # A new rebase is refused while this one is in progress.
+    refused = hiraishin("rebase", "--onto", "b102", cwd=root)
+    assert refused.returncode == 10 and "already in progress" in refused.stderr
+    done = hiraishin("rebase", "--continue", cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert not rebase.in_progress(sp.workdir)
+    # The status of the patch applied before the kill survived it.
+    report = json.loads((root / "work" / "rebase-report.json").read_text())
+    assert [p["status"] for p in report["patches"]] == ["offset", "clean", "offset"]
+    # Each patch is applied exactly once, and the result is the stack refreshed.
+    assert sh_git(sp.workdir, "rev-list", "--count", f"{onto}..HEAD") == "3"
+    assert sp.project.pin().commit == onto
+    check_stack(sp.project, sp.cache)
+
+
+def test_killed_mid_run_then_abort_restores_everything(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {MMVQ: shift_top})
+    project_before, tree_before = project_snapshot(sp), tree_snapshot(sp.workdir)
+    killed = hiraishin("rebase", "--onto", "b102", cwd=sp.project.root, env={rebase.KILL_ENV: "recorded:2"})
+    assert killed.returncode == -9
+    aborted = hiraishin("rebase", "--abort", cwd=sp.project.root)
+    assert aborted.returncode == 0, aborted.stderr
+    assert project_snapshot(sp) == project_before
+    assert tree_snapshot(sp.workdir) == tree_before
+
+
+@pytest.mark.parametrize("then", ["continue", "abort"])
+def test_interrupted_while_finishing(sp: StackProject, monkeypatch: pytest.MonkeyPatch, then: str) -> None:
+    """Interrupted between writing patches/ and the pin: --continue finishes,
+    --abort puts the old patches/ back."""
+    onto = tag_upstream(sp, "b102", {MMVQ: shift_top})
+    project_before, tree_before = project_snapshot(sp), tree_snapshot(sp.workdir)
+
+    def die(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rebase, "write_pin", die)
+    with pytest.raises(KeyboardInterrupt):
+        rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    assert rebase.in_progress(sp.workdir) and sp.project.pin().commit == sp.upstream.commit
+    assert project_snapshot(sp) != project_before  # patches/ is already refreshed
+    monkeypatch.undo()
+    if then == "abort":
+        rebase.abort(sp.project, sp.workdir)
+        assert project_snapshot(sp) == project_before and tree_snapshot(sp.workdir) == tree_before
+        return
+    report = rebase.continue_(sp.project, sp.cache, sp.workdir)
+    assert report.state == "finished" and sp.project.pin().commit == onto
+    assert statuses(report) == [PatchStatus.OFFSET, PatchStatus.CLEAN, PatchStatus.OFFSET]
+
+
+# -- dry run and scan ------------------------------------------------------------
+
+def test_dry_run_reports_everything_and_touches_nothing(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {MMVQ: lambda t: conflict_block_20(shift_top(t))})
+    project_before, tree_before = project_snapshot(sp), tree_snapshot(sp.workdir)
+    report = rebase.dry_run(sp.project, sp.cache, "b102")
+    assert report.dry_run and report.state == "would stop"
+    # The patches after the conflict are tried with it left out.
+    assert statuses(report) == [PatchStatus.CONFLICT, PatchStatus.CLEAN, PatchStatus.OFFSET]
+    assert project_snapshot(sp) == project_before
+    assert tree_snapshot(sp.workdir) == tree_before
+    assert not rebase.in_progress(sp.workdir)
+    assert report.outcomes[0].change is None  # not dropped: its refreshed form is unknown
+    error = rebase.stopped_error(report)
+    assert error is not None and "would stop at patch 1" in str(error)
+    data = json.loads(rebase_json(report))
+    assert data["dry_run"] is True and data["stopped_at"] == names(sp)[0]
+    assert data["patches"][2]["change"]["kind"] == "context"
+
+
+def test_scan_table_says_where_the_stack_stops_applying(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {FATTN: lambda t: t + "// x\n"})
+    tag_upstream(sp, "b103", {MMVQ: shift_top})
+    tag_upstream(sp, "b104", {COMMON: declare_upstream})
+    tag_upstream(sp, "b105", {MMVQ: conflict_block_20})
+    before = project_snapshot(sp)
+    report = rebase.scan(sp.project, sp.cache, ["b105", "b103", "b102", "b104", "b100"])
+    assert [row.ref for row in report.rows] == ["b100", "b102", "b103", "b104", "b105"]
+    table = {row.ref: [s.value for s in row.statuses] for row in report.rows}
+    assert table == {
+        "b100": ["clean", "clean", "clean"],
+        "b102": ["clean", "clean", "clean"],
+        "b103": ["offset", "clean", "offset"],
+        "b104": ["offset", "empty", "offset"],
+        "b105": ["conflict", "empty", "offset"],
+    }
+    assert [row.relation for row in report.rows] == ["older", "newer", "newer", "newer", "newer"]
+    text = scan_text(report)
+    assert "newer than the pin: applies up to b104; stops applying at b105, first at patch 1" in text
+    assert "CONFLICT" in text and "#3" in text
+    data = json.loads(scan_json(report))
+    assert data["rows"][-1]["first_conflict"] == names(sp)[0]
+    assert data["rows"][3]["upstreamed_in"][1]["commit"]
+    assert project_snapshot(sp) == before
+
+
+# -- tags ------------------------------------------------------------------------
+
+def test_tags_newer_than_the_pin(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {FATTN: lambda t: t + "// x\n"})
+    repo = sp.upstream.path
+    # A tag on a branch that split off before the pin, with a later build number.
+    sh_git(repo, "checkout", "-q", "-b", "release", sp.upstream.base)
+    sh_git(repo, "commit", "-q", "--allow-empty", "-m", "release branch")
+    sh_git(repo, "tag", "-a", "-m", "b150", "b150")
+    sh_git(repo, "tag", "-a", "-m", "b099", "b099")
+    sh_git(repo, "checkout", "-q", "master")
+    sp.cache.fetch(str(repo), sp.project.pin())
+    pin = sp.project.pin()
+    found = newer_than(sp.cache.store(), pin.ref, pin.commit)
+    assert [(p.tag.name, p.relation) for p in found] == [("b102", Relation.NEWER), ("b150", Relation.DIVERGED)]
+    listed = hiraishin("upstream", "tags", cwd=sp.project.root)
+    assert listed.returncode == 0 and "b102" in listed.stdout and "diverged, later" in listed.stdout
+    assert "b100" not in listed.stdout and "b099" not in listed.stdout
+    since = hiraishin("upstream", "tags", "--since", "b100", cwd=sp.project.root)
+    assert "b101" in since.stdout and "b102" in since.stdout
+
+
+# -- bad input -----------------------------------------------------------------
+
+def test_unknown_ref_is_refused_and_nothing_changes(sp: StackProject) -> None:
+    before, tree_before = project_snapshot(sp), tree_snapshot(sp.workdir)
+    result = hiraishin("rebase", "--onto", "b10", cwd=sp.project.root)
+    assert result.returncode == 4 and "unknown ref 'b10'" in result.stderr and "did you mean" in result.stderr
+    assert project_snapshot(sp) == before and tree_snapshot(sp.workdir) == tree_before
+    assert not rebase.in_progress(sp.workdir)
+
+
+def test_older_ref_is_allowed_and_said(sp: StackProject) -> None:
+    report = rebase.start(sp.project, sp.cache, "b100", sp.workdir)
+    assert report.relation == "older" and "OLDER than the pin" in rebase_text(report)
+    assert sp.project.pin().commit == sp.upstream.base
+
+
+def test_on_an_older_ref_a_patch_reverting_upstream_is_empty(sp: StackProject) -> None:
+    fattn = (sp.workdir / FATTN).read_text()
+    commit_in_workdir(sp.workdir, FATTN, fattn.replace("return 50;", "return 5;"), "fattn: back to 5")
+    export_stack(sp.project, sp.workdir)
+    report = rebase.dry_run(sp.project, sp.cache, "b100")
+    assert statuses(report)[-1] is PatchStatus.EMPTY
+    assert "the target is older than the pin" in report.outcomes[-1].note
+
+
+def test_dirty_work_tree_is_refused(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {FATTN: lambda t: t + "// x\n"})
+    (sp.workdir / FATTN).write_text("my unsaved work\n")
+    before = project_snapshot(sp)
+    with pytest.raises(WorkTreeError, match="uncommitted changes"):
+        rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    assert (sp.workdir / FATTN).read_text() == "my unsaved work\n"
+    assert project_snapshot(sp) == before and not rebase.in_progress(sp.workdir)
+
+
+def test_unexported_commits_are_refused(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {FATTN: lambda t: t + "// x\n"})
+    commit_in_workdir(sp.workdir, FATTN, "int fattn() { return 3; }\n", "fattn: my fix")
+    with pytest.raises(WorkTreeError, match="not in patches/"):
+        rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+
+
+def test_rebase_in_progress_is_refused(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    with pytest.raises(RebaseError, match="already in progress"):
+        rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+
+
+@pytest.mark.parametrize("mode", ["--continue", "--skip", "--abort"])
+def test_no_rebase_in_progress(sp: StackProject, mode: str) -> None:
+    result = hiraishin("rebase", mode, cwd=sp.project.root)
+    assert result.returncode == 10 and "no rebase is in progress" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_skip_without_a_conflict_is_refused(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {MMVQ: shift_top})
+    assert hiraishin("rebase", "--onto", "b102", cwd=sp.project.root,
+                     env={rebase.KILL_ENV: "recorded:1"}).returncode == -9
+    with pytest.raises(RebaseError, match="no patch to skip"):
+        rebase.skip(sp.project, sp.cache, sp.workdir)
+
+
+def test_missing_cache(sp: StackProject) -> None:
+    shutil.rmtree(sp.cache.root)
+    result = hiraishin("rebase", "--onto", "b101", cwd=sp.project.root)
+    assert result.returncode == 4 and "does not exist" in result.stderr and "upstream fetch" in result.stderr
+    with pytest.raises(UpstreamError):
+        rebase.scan(sp.project, sp.cache, ["b101"])
+
+
+def test_cli_usage_errors(sp: StackProject) -> None:
+    assert hiraishin("rebase", cwd=sp.project.root).returncode == 2
+    assert hiraishin("rebase", "--onto", "b101", "--abort", cwd=sp.project.root).returncode == 2
+    assert hiraishin("rebase", "--scan", cwd=sp.project.root).returncode == 2
+    assert hiraishin("rebase", "--continue", "--dry-run", cwd=sp.project.root).returncode == 2
+
+
+# -- reports -------------------------------------------------------------------
+
+def test_cli_writes_and_prints_both_reports(sp: StackProject, tmp_path: Path) -> None:
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    base = tmp_path / "reports" / "onto-b102"
+    result = hiraishin("rebase", "--onto", "b102", "--dry-run", "--report", str(base), "--json", cwd=sp.project.root)
+    assert result.returncode == 10 and "would stop at patch 1" in result.stderr
+    printed = json.loads(result.stdout)
+    assert printed == json.loads(base.with_suffix(".json").read_text())
+    assert printed["kind"] == "rebase" and printed["state"] == "would stop"
+    assert printed["patches"][0]["hunks"][0]["file"] == MMVQ
+    assert "CONFLICT" in base.with_suffix(".txt").read_text()
+    scanned = hiraishin("rebase", "--scan", "b101", "b102", cwd=sp.project.root)
+    assert scanned.returncode == 0 and "first conflict" in scanned.stdout
+    assert (sp.project.root / "work" / "rebase-scan.json").is_file()
+
+
+def test_classify_refresh_tells_context_from_content() -> None:
+    old = (
+        "From 0 Mon\nSubject: x\n\nWhy: y\n\ndiff --git a/f b/f\nindex 1111..2222 100644\n--- a/f\n+++ b/f\n"
+        "@@ -10,3 +10,4 @@ int f()\n a\n+b\n c\n"
+    )
+    assert rebase.classify_refresh(old, old).kind is ChangeKind.IDENTICAL
+    moved = old.replace("@@ -10,3 +10,4 @@", "@@ -14,3 +14,4 @@").replace("index 1111..2222", "index 3333..4444")
+    change = rebase.classify_refresh(old, moved)
+    assert change.kind is ChangeKind.CONTEXT and change.aspects == ("line numbers", "index lines")
+    recontext = old.replace("\n a\n", "\n a2\n")
+    assert rebase.classify_refresh(old, recontext).aspects == ("context lines",)
+    assert rebase.classify_refresh(old, old.replace("+b", "+b2")).kind is ChangeKind.CONTENT
+    assert rebase.classify_refresh(old, old.replace("Why: y", "Why: z")).aspects == ("message",)
+
+
+def test_work_tree_is_usable_after_a_rebase(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {MMVQ: shift_top})
+    rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    tree = WorkTree(sp.workdir)
+    assert tree.uncommitted_changes() == [] and not tree.unexported_commits()
+    assert export_stack(sp.project, sp.workdir).changed is False
