@@ -46,10 +46,12 @@ def parse_patch(path: Path) -> Patch:
     current = None
     for line in header.splitlines()[1:]:
         if line[:1] in (" ", "\t") and current:
-            fields[current] += line[1:] if fields[current].endswith(" ") else line
+            # A folded header line (RFC 5322): the line break goes, the blank stays.
+            fields[current] += line
         elif ":" in line:
-            current, _, value = line.partition(":")
-            fields[current.lower()] = value.strip()
+            name, _, value = line.partition(":")
+            current = name.lower()
+            fields[current] = value.strip()
     subject = str(make_header(decode_header(fields.get("subject", "")))).strip()
     if not subject:
         raise PatchError(f"{path}: the patch has no Subject")

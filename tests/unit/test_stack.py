@@ -276,3 +276,17 @@ def test_check_fails_on_a_hand_edited_series(stack_project: StackProject) -> Non
     series.write_text("# order matters\n" + series.read_text())
     with pytest.raises(CheckFailed, match="series re-exports differently"):
         check_stack(stack_project.project, stack_project.cache)
+
+
+def test_long_subjects_fold_and_round_trip(stack_project: StackProject) -> None:
+    subject = ("speculative: keep verify batches inside one 256-cell KV window in batch-invariant mode, "
+               "a subject long enough to be folded")
+    commit_in_workdir(stack_project.workdir, "ggml/src/ggml-cuda/fattn.cu", "int fattn() { return 9; }\n", subject)
+    result = export_stack(stack_project.project, stack_project.workdir)
+    added = [name for name, change in result.changes.items() if change.value == "added"]
+    assert len(added) == 1
+    text = (stack_project.project.patches_dir / added[0]).read_text()
+    assert "\n " in text.split("\n\n", 1)[0]  # git folded the Subject header
+    patch = read_series(stack_project.project.patches_dir).patches()[-1]
+    assert patch.subject == subject
+    check_stack(stack_project.project, stack_project.cache)
