@@ -216,13 +216,18 @@ def recipes_command(obj: Context) -> None:
 
 @cli.command("sdist")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Where to write it (default: dist/ in the project).")
+              help="Where to write it (default: dist/ in the project; dist/without-NAME/ with --without).")
+@click.option("--without", "omit", multiple=True, metavar="PATCH",
+              help="Leave this patch out (repeatable): a build that shows what the patch fixes, not for release.")
 @pass_context
-def sdist_command(obj: Context, out_dir: Path | None) -> None:
+def sdist_command(obj: Context, out_dir: Path | None, omit: tuple[str, ...]) -> None:
     """Write the reproducible source distribution: patched upstream + wheels/."""
     project = obj.project()
+    default = project.dist_dir
+    if omit:
+        default = default / ("without-" + "+".join(sorted(name.removesuffix(".patch") for name in omit)))
     with log.step("making the sdist"):
-        result = build_sdist(project, obj.cache(), (out_dir or project.dist_dir).resolve())
+        result = build_sdist(project, obj.cache(), (out_dir or default).resolve(), omit=frozenset(omit))
     click.echo(f"{result.path}\nsha256 {result.sha256}  version {result.version}  {result.files} files")
 
 

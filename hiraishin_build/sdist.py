@@ -85,7 +85,8 @@ def _pkg_info(version: str) -> bytes:
     return f"Metadata-Version: 2.1\nName: hiraishin-llama\nVersion: {version}\n".encode()
 
 
-def _stack_info(project: Project, pin: UpstreamPin, patched_commit: str, version: str) -> bytes:
+def _stack_info(project: Project, pin: UpstreamPin, patched_commit: str, version: str,
+                omit: frozenset[str] = frozenset()) -> bytes:
     from .series import read_series
 
     series = read_series(project.patches_dir)
@@ -102,8 +103,12 @@ def _stack_info(project: Project, pin: UpstreamPin, patched_commit: str, version
                 "sha256": hashlib.sha256(patch.path.read_bytes()).hexdigest(),
             }
             for patch in series.patches()
+            if patch.name not in omit
         ],
     }
+    if omit:
+        # A build that shows what a patch fixes; never one to publish.
+        info["omitted_patches"] = sorted(omit)
     return (json.dumps(info, indent=2, sort_keys=True) + "\n").encode()
 
 
@@ -135,13 +140,14 @@ def write_tarball(path: Path, root_name: str, files: Iterable[tuple[str, int, by
     return len(entries)
 
 
-def build_sdist(project: Project, cache: UpstreamCache, out_dir: Path) -> SdistResult:
+def build_sdist(project: Project, cache: UpstreamCache, out_dir: Path, *, omit: frozenset[str] = frozenset()) -> SdistResult:
+    """Write the sdist; ``omit`` leaves patches out (see apply_stack)."""
     pin = project.pin()
     version = wheel_version(project, pin)
     wheel_files = _wheel_project_files(project)
     with tempfile.TemporaryDirectory(prefix="hiraishin-sdist-") as scratch:
         workdir = Path(scratch) / "llama.cpp"
-        applied = apply_stack(project, cache, workdir, pin=pin)
+        applied = apply_stack(project, cache, workdir, pin=pin, omit=omit)
         store = git.ObjectStore(workdir / ".git")
         source_files = [
             (f"{SOURCE_SUBDIR}/{path}", mode, data)
@@ -150,7 +156,7 @@ def build_sdist(project: Project, cache: UpstreamCache, out_dir: Path) -> SdistR
     generated = [
         ("PKG-INFO", 0o100644, _pkg_info(version)),
         ("hiraishin_llama/_version.py", 0o100644, f'__version__ = "{version}"\n'.encode()),
-        ("hiraishin_llama/stack.json", 0o100644, _stack_info(project, pin, applied.head, version)),
+        ("hiraishin_llama/stack.json", 0o100644, _stack_info(project, pin, applied.head, version, omit)),
     ]
     root_name = f"hiraishin_llama-{version}"
     path = out_dir / f"{root_name}.tar.gz"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import git
 from .cache import UpstreamCache
-from .errors import CheckFailed, PatchError, WorkTreeError
+from .errors import CheckFailed, ConfigError, PatchError, WorkTreeError
 from .fsutil import staged_directory
 from .log import get_logger
 from .pin import UpstreamPin
@@ -98,15 +98,28 @@ def apply_stack(
     force: bool = False,
     strict: bool = False,
     pin: UpstreamPin | None = None,
+    omit: frozenset[str] = frozenset(),
 ) -> ApplyResult:
     """Check out the pin in ``workdir`` and commit every patch on it.
 
     ``strict`` refuses the three-way fallback: each patch must apply to the
-    exact lines it was written against (what ``check`` requires).
+    exact lines it was written against (what ``check`` requires). ``omit``
+    names patches to leave out, for builds that show what each patch fixes;
+    such a work tree must not be exported.
     """
     pin = pin or project.pin()
     cache.verify(pin)
     series, patches, warnings = load_stack(project)
+    unknown = sorted(omit - set(series.names))
+    if unknown:
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0], series.names, n=1)
+        raise ConfigError(
+            f"cannot leave out {', '.join(unknown)}: not in {series.series_file}",
+            hint=(f"did you mean '{close[0]}'? " if close else "") + "see `hiraishin patches list`",
+        )
+    patches = [patch for patch in patches if patch.name not in omit]
     cache.require_complete(pin.commit, pin.checkout)
     tree = WorkTree(workdir)
     tree.prepare(cache, pin.commit, pin.checkout, force=force)

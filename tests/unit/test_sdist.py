@@ -65,3 +65,19 @@ def test_version_comes_from_the_pin_and_the_stack_revision(wheel_project: StackP
     assert stack_revision(project) >= 1
     with pytest.raises(ConfigError, match="no upstream build number"):
         upstream_build_number(UpstreamPin("u", "main", "a" * 40))
+
+
+def test_sdist_without_a_patch_for_fault_builds(wheel_project: StackProject, tmp_path: Path) -> None:
+    from hiraishin_build.series import read_series
+
+    names = read_series(wheel_project.project.patches_dir).names
+    result = build_sdist(wheel_project.project, wheel_project.cache, tmp_path, omit=frozenset({names[0]}))
+    root = f"hiraishin_llama-{result.version}"
+    with tarfile.open(result.path) as tar:
+        stack = json.loads(tar.extractfile(f"{root}/hiraishin_llama/stack.json").read())
+        mmvq = tar.extractfile(f"{root}/llama.cpp/ggml/src/ggml-cuda/mmvq.cu").read().decode()
+    assert stack["omitted_patches"] == [names[0]]
+    assert [p["name"] for p in stack["patches"]] == list(names[1:])
+    assert "batch-invariant" not in mmvq  # the omitted patch is the one that changed mmvq.cu
+    with pytest.raises(ConfigError, match="cannot leave out nope.patch"):
+        build_sdist(wheel_project.project, wheel_project.cache, tmp_path, omit=frozenset({"nope.patch"}))

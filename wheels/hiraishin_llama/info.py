@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"upstream: {upstream.get('url')} {upstream.get('ref')} ({upstream.get('commit', '')[:12]})")
     for patch in info.get("patches", []):
         print(f"patch:    {patch['sha256'][:12]}  {patch['subject']}")
+    for name in info.get("omitted_patches", []):
+        print(f"warning:  built WITHOUT {name} (a fault build, not a release)")
     for key in ("recipe", "cuda", "cuda_architectures", "cxx_compiler", "cmake"):
         if info.get(key):
             print(f"{key + ':':<9} {info[key]}")
