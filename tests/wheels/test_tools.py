@@ -84,7 +84,7 @@ def test_replay_report_has_every_field(replay_tool: Path, tiny_model: Path, tmp_
     (["--batches", "2,x"], "--batches"),
     (["--n-gen", "5000"], "KV cells"),
     (["--expect", "maybe"], "--expect"),
-    (["--no-256-guard"], "spec subcommand only"),
+    (["--n-draft", "4"], "spec subcommand only"),
 ])
 def test_replay_usage_errors_exit_2(replay_tool: Path, tiny_model: Path, args: list[str], message: str) -> None:
     if "--model" not in args:

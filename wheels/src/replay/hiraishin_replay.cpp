@@ -835,6 +835,24 @@ struct ReplayResult {
     bool identical() const { return positions_differ == 0; }
 };
 
+struct Judgement {
+    const char * verdict;
+    bool         passed;
+};
+
+// The verdict of a run and whether it meets the expectation; prints the verdict line.
+// `expected_difference` is the difference that --expect differ asks for.
+Judgement judge(Expectation expect, bool differs, bool expected_difference) {
+    Judgement j = {differs ? "differ" : "identical", true};
+    switch (expect) {
+        case Expectation::Identical: j.passed = !differs;            break;
+        case Expectation::Differ:    j.passed = expected_difference; break;
+        case Expectation::None:      j.passed = true;                break;
+    }
+    printf("\nverdict  %s (expect %s: %s)\n", j.verdict, expectation_name(expect), j.passed ? "passed" : "FAILED");
+    return j;
+}
+
 // Tokens a batch starting at KV position `first_pos` may hold without crossing
 // into the next 256-cell window (the same rule as the speculative 256 guard:
 // a verify batch attends exactly the window its first token attends alone).
@@ -1218,14 +1236,8 @@ int run_replay(const Options & opts) {
                         "run-to-run deterministic here; batched results are not meaningful\n");
     }
 
-    const char * verdict = any_differ ? "differ" : "identical";
-    bool passed = true;
-    switch (opts.expect) {
-        case Expectation::Identical: passed = !any_differ; break;
-        case Expectation::Differ:    passed = any_batched_differ && b1_identical; break;
-        case Expectation::None:      passed = true; break;
-    }
-    printf("\nverdict  %s (expect %s: %s)\n", verdict, expectation_name(opts.expect), passed ? "passed" : "FAILED");
+    // A difference counts as the expected one only if b = 1 stayed exact.
+    const auto [verdict, passed] = judge(opts.expect, any_differ, any_batched_differ && b1_identical);
 
     if (!opts.json_path.empty()) {
         JsonWriter json;
@@ -1329,14 +1341,7 @@ int run_spec(const Options & opts) {
 
     const bool any_mismatch = std::any_of(results.begin(), results.end(),
                                           [](const SpecPromptResult & r) { return r.first_mismatch.has_value(); });
-    const char * verdict = any_mismatch ? "differ" : "identical";
-    bool passed = true;
-    switch (opts.expect) {
-        case Expectation::Identical: passed = !any_mismatch; break;
-        case Expectation::Differ:    passed = any_mismatch; break;
-        case Expectation::None:      passed = true; break;
-    }
-    printf("\nverdict  %s (expect %s: %s)\n", verdict, expectation_name(opts.expect), passed ? "passed" : "FAILED");
+    const auto [verdict, passed] = judge(opts.expect, any_mismatch, any_mismatch);
 
     if (!opts.json_path.empty()) {
         JsonWriter json;
