@@ -209,9 +209,12 @@ def recipes_command(obj: Context) -> None:
     for recipe in load_recipes(project.recipes_dir):
         needs = "a C/C++ compiler, cmake, ninja"
         if recipe.backend == "cuda":
-            needs += f", CUDA {recipe.cuda_major} nvcc; runs with the [{recipe.extra}] extra"
-        arch = f" sm {', '.join(recipe.compute_capabilities)}" if recipe.architectures else ""
-        click.echo(f"{recipe.name:<12} {recipe.description}{arch}\n{'':<12} needs: {needs}")
+            major, minor = recipe.min_cuda or (recipe.cuda_major, 0)
+            needs += f", CUDA {recipe.cuda_major} nvcc" + (f" ({major}.{minor} or newer)" if minor else "")
+            needs += f"; runs with the [{recipe.extra}] extra"
+        arch = f" [{', '.join(recipe.architectures)}]" if recipe.architectures else ""
+        click.echo(f"{recipe.name:<12} {recipe.description}{arch}\n{'':<12} needs: {needs}\n"
+                   f"{'':<12} size budget: {recipe.size_budget_mb:g} MB; version label +{recipe.variant}")
 
 
 @cli.command("sdist")
@@ -260,7 +263,7 @@ jobs_option = click.option("-j", "--jobs", type=int, help="Parallel build jobs (
 def wheel_command(obj: Context, recipe_name: str, sdist: Path | None, no_isolation: bool, jobs: int | None) -> None:
     """Build a wheel from the sdist with a recipe's CMake defines."""
     result = _wheel(obj.project(), obj.cache(), recipe_name, sdist, not no_isolation, jobs)
-    click.echo(f"{result.path}  ({result.size / 1e6:.1f} MB)")
+    click.echo(f"{result.path}  ({result.size / 1e6:.1f} MB, version {result.version}, {', '.join(result.tags)})")
 
 
 @cli.command("smoke", context_settings={"ignore_unknown_options": True})
@@ -282,6 +285,43 @@ def smoke_command(obj: Context, wheel: Path, system_site_packages: bool, find_li
     click.echo(f"smoke report: {result.report_path}")
     if not result.passed:
         raise SmokeFailed(f"the smoke test failed; report: {result.report_path}")
+
+
+@cli.command("doctor")
+@click.option("--recipe", "recipe_name", help="Check only this recipe; exit 11 when this machine cannot build it.")
+@pass_context
+def doctor_command(obj: Context, recipe_name: str | None) -> None:
+    """The build toolchain here (compilers, cmake, ninja, nvcc, CUDA libraries, GPU) and which recipes it builds."""
+    from . import doctor
+
+    project = obj.project()
+    recipes = [find_recipe(project.recipes_dir, recipe_name)] if recipe_name else load_recipes(project.recipes_dir)
+    env = doctor.detect()
+    verdicts = [doctor.check_recipe(recipe, env) for recipe in recipes]
+    click.echo("\n".join(doctor.report_lines(env, verdicts)))
+    if recipe_name:
+        doctor.require_buildable(recipes[0], env)
+
+
+@cli.command("index")
+@click.argument("wheel_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--out", "site", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="The site: SITE/<variant>/simple/ per variant (wheels already there are kept).")
+def index_command(wheel_dir: Path, site: Path) -> None:
+    """PEP 503 indexes per variant from the labelled wheels under WHEEL_DIR."""
+    from .index import build_index
+
+    result = build_index(wheel_dir.resolve(), site.resolve())
+    for reason in result.skipped:
+        click.echo(f"skipped: {reason}", err=True)
+    for variant, wheels in result.variants.items():
+        click.echo(f"{variant:<12} {len(wheels)} wheel(s): pip install hiraishin-llama"
+                   + ("" if variant.startswith("cpu") else f"[{variant.split('-')[0]}]")
+                   + f" --index-url {(result.site / variant / 'simple').as_uri()}")
+    if result.variants_json:
+        click.echo(f"variant metadata (draft PEP 825): {result.variants_json}")
+    if not result.variants:
+        click.echo(f"no labelled hiraishin_llama wheels under {wheel_dir}", err=True)
 
 
 # -- the main job -----------------------------------------------------------

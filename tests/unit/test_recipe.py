@@ -14,6 +14,7 @@ backend = "cuda"
 cuda = 13
 architectures = ["90-real"]
 extra = "cu13"
+size-budget-mb = 250
 '''
 
 
@@ -25,11 +26,11 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 
 def test_repository_recipes_load() -> None:
     names = [recipe.name for recipe in load_recipes(REPO / "recipes")]
-    assert "cpu" in names and "cu13-sm90" in names
+    assert set(names) == {"cpu", *(f"cu{major}-sm{sm}" for major in (12, 13) for sm in (86, 89, 90, 120))}
     cuda = find_recipe(REPO / "recipes", "cu13-sm90")
     assert cuda.compute_capabilities == ("90",)
     defines = cuda.cmake_defines()
-    assert defines["GGML_CUDA"] == "ON" and defines["CMAKE_CUDA_ARCHITECTURES"] == "90-real"
+    assert defines["GGML_CUDA"] == "ON" and defines["CMAKE_CUDA_ARCHITECTURES"] == "90-real;90-virtual"
     assert defines["LLAMA_BUILD_WEBUI"] == "OFF" and defines["GGML_BACKEND_DL"] == "ON"
 
 
@@ -44,6 +45,14 @@ def test_repository_recipes_load() -> None:
         ('description = "x"\nbackend = "cpu"\ncuda = 13\n', "'cuda' is only for cuda recipes"),
         (CUDA + '[cmake]\nGGML_BACKEND_DL = "OFF"\n', "cannot change"),
         (CUDA + "[cmake]\nGGML_CUDA_FA_ALL_QUANTS = true\n", "must be a string"),
+        (CUDA.replace("size-budget-mb = 250\n", ""), "missing required key 'size-budget-mb'"),
+        (CUDA.replace("size-budget-mb = 250", "size-budget-mb = 0"), "'size-budget-mb' must be a positive"),
+        (CUDA.replace("size-budget-mb = 250", 'size-budget-mb = "big"'), "'size-budget-mb' must be a positive"),
+        (CUDA.replace("size-budget", "size-budjet"), "unknown key 'size-budjet-mb'.*did you mean 'size-budget-mb'"),
+        (CUDA.replace('["90-real"]', '["91-real"]'), "'91' is not an architecture this tool knows"),
+        (CUDA.replace("cuda = 13", "cuda = 11").replace('"cu13"', '"cu11"'), "the name says CUDA 13"),
+        (CUDA.replace('["90-real"]', '["89-real", "90-real"]'), "the first of 'architectures' is sm_89"),
+        (CUDA.replace('"cu13"', '"cu12"'), "'extra' must be 'cu13'"),
     ],
 )
 def test_bad_recipes(tmp_path: Path, text: str, message: str) -> None:
@@ -74,7 +83,7 @@ def test_pip_wheel_command_hands_over_every_define(tmp_path: Path) -> None:
     assert "--no-build-isolation" in command
     settings = [command[i + 1] for i, arg in enumerate(command) if arg == "-C"]
     assert f"build-dir={tmp_path / 'build'}" in settings
-    for key, value in {**COMMON_DEFINES, "GGML_CUDA": "ON", "CMAKE_CUDA_ARCHITECTURES": "90-real",
+    for key, value in {**COMMON_DEFINES, "GGML_CUDA": "ON", "CMAKE_CUDA_ARCHITECTURES": "90-real;90-virtual",
                        "HIRAISHIN_RECIPE": "cu13-sm90"}.items():
         assert f"cmake.define.{key}={value}" in settings
     assert command[-1] == str(tmp_path / "s.tar.gz")
@@ -94,3 +103,68 @@ def test_cuda_wheel_without_the_matching_nvcc_is_refused_up_front(tmp_path: Path
     with pytest.raises(WheelBuildError, match="the nvcc on PATH is CUDA 12"):
         build_wheel(sdist, recipe, tmp_path / "out", build_dir=tmp_path / "build")
     assert not (tmp_path / "out").exists()
+
+
+def test_every_repository_recipe_has_a_budget_and_a_name_that_says_what_it_builds() -> None:
+    for recipe in load_recipes(REPO / "recipes"):
+        assert recipe.size_budget_mb > 0
+        if recipe.backend == "cuda":
+            assert recipe.name == f"cu{recipe.cuda_major}-sm{recipe.compute_capabilities[0]}"
+            assert recipe.extra == f"cu{recipe.cuda_major}"
+            # Real SASS for the target always; PTX only on the newest archs of each family.
+            assert f"{recipe.compute_capabilities[0]}-real" in recipe.architectures
+            assert any(a.endswith("-virtual") for a in recipe.architectures) == (recipe.compute_capabilities[0] in ("90", "120"))
+    assert find_recipe(REPO / "recipes", "cu12-sm120").min_cuda == (12, 8)
+    assert find_recipe(REPO / "recipes", "cu12-sm89").min_cuda == (12, 0)
+    assert find_recipe(REPO / "recipes", "cu13-sm90").variant == "cu13.sm90"
+    assert find_recipe(REPO / "recipes", "cpu").min_cuda is None
+
+
+@pytest.mark.parametrize(
+    ("name", "cuda", "arch", "needs"),
+    [("cu11-sm120", 11, "120", "12.8"), ("cu10-sm86", 10, "86", "11.1"), ("cu10-sm89", 10, "89", "11.8"),
+     ("cu10-sm90", 10, "90", "11.8")],
+)
+def test_an_architecture_the_cuda_major_cannot_build_is_refused(tmp_path: Path, name: str, cuda: int, arch: str,
+                                                                 needs: str) -> None:
+    text = CUDA.replace("cuda = 13", f"cuda = {cuda}").replace('"90-real"', f'"{arch}-real"').replace('"cu13"', f'"cu{cuda}"')
+    path = write(tmp_path, name, text)
+    with pytest.raises(ConfigError, match=f"'architectures' entry sm_{arch} cannot be built by CUDA {cuda} "
+                                          rf"\(it needs CUDA {needs} or newer\)") as info:
+        load_recipe(path)
+    assert str(path) in str(info.value)
+
+
+def test_recipe_file_name_must_match_its_contents(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="the name says sm_89 but the first of 'architectures' is sm_90"):
+        load_recipe(write(tmp_path, "cu13-sm89", CUDA))
+    with pytest.raises(ConfigError, match="must be cu<CUDA major>-sm<arch>, e.g. cu13-sm90"):
+        load_recipe(write(tmp_path, "hopper", CUDA))
+    with pytest.raises(ConfigError, match="a cpu recipe's name must be 'cpu'"):
+        load_recipe(write(tmp_path, "generic", 'description = "x"\nbackend = "cpu"\nsize-budget-mb = 25\n'))
+    assert load_recipe(write(tmp_path, "cpu-avx2", 'description = "x"\nbackend = "cpu"\nsize-budget-mb = 25\n')).variant == "cpu.avx2"
+
+
+def test_a_too_old_minor_is_refused_before_building(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hiraishin_build import doctor, toolchain
+    from hiraishin_build.wheelbuild import WheelBuildError, build_wheel
+
+    sdist = tmp_path / "hiraishin_llama-1.1.tar.gz"
+    sdist.write_bytes(b"")
+    monkeypatch.setattr(toolchain, "nvcc_major", lambda: 12)
+    monkeypatch.setattr(doctor, "find_nvcc", lambda: doctor.Nvcc("nvcc", "/opt/cuda/bin/nvcc", "12.4", 12, 4))
+    with pytest.raises(WheelBuildError, match=r"needs CUDA 12\.8 or newer, but the nvcc on PATH is CUDA 12\.4"):
+        build_wheel(sdist, find_recipe(REPO / "recipes", "cu12-sm120"), tmp_path / "out", build_dir=tmp_path / "b")
+    assert not (tmp_path / "out").exists()
+
+
+def test_recipes_command_shows_needs_budget_and_label() -> None:
+    import subprocess
+    import sys
+
+    listed = subprocess.run([sys.executable, "-m", "hiraishin_build.cli", "--project", str(REPO), "recipes"],
+                            check=False, capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stderr
+    assert "size budget: 25 MB; version label +cpu" in listed.stdout
+    assert "CUDA 12 nvcc (12.8 or newer); runs with the [cu12] extra" in listed.stdout  # cu12-sm120
+    assert "[90-real, 90-virtual]" in listed.stdout and "version label +cu13.sm90" in listed.stdout

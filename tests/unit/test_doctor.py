@@ -1,0 +1,111 @@
+"""`hiraishin doctor`: verdicts per recipe from a detected (here: faked) toolchain."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+
+from hiraishin_build import doctor
+from hiraishin_build.doctor import Environment, Library, Nvcc, Tool
+from hiraishin_build.recipe import find_recipe
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def machine(nvcc: Nvcc | None = None, **changes: object) -> Environment:
+    env = Environment(
+        python=Tool("python", "/usr/bin/python3", "3.11.7"),
+        git=Tool("git", "/usr/bin/git", "2.39.5"),
+        cmake=Tool("cmake", "/usr/bin/cmake", "3.25.1"),
+        ninja=Tool("ninja", "/usr/bin/ninja", "1.11.1"),
+        c_compiler=Tool("C compiler", "/usr/bin/cc", "12.2.0"),
+        cxx_compiler=Tool("C++ compiler", "/usr/bin/c++", "12.2.0"),
+        nvcc=nvcc or Nvcc("nvcc", "/usr/local/cuda/bin/nvcc", "13.0", 13, 0),
+        libraries=(Library("libcudart", ("/usr/local/cuda/lib64/libcudart.so.13",)), Library("libcublas")),
+        gpus=("NVIDIA H200, 9.0, 580.159.04",),
+    )
+    return dataclasses.replace(env, **changes)
+
+
+def recipe(name: str):  # type: ignore[no-untyped-def]
+    return find_recipe(REPO / "recipes", name)
+
+
+def test_cuda_13_machine_builds_cu13_and_cpu_but_not_cu12() -> None:
+    env = machine()
+    assert doctor.check_recipe(recipe("cpu"), env).can_build
+    assert doctor.check_recipe(recipe("cu13-sm90"), env).can_build
+    cu12 = doctor.check_recipe(recipe("cu12-sm89"), env)
+    assert not cu12.can_build
+    assert cu12.reasons == ("needs CUDA 12's nvcc; /usr/local/cuda/bin/nvcc is CUDA 13.0",)
+    assert "CUDA 12 devel container" in cu12.how[0] and "nvidia-cuda-nvcc-cu12 ships only ptxas" in cu12.how[0]
+
+
+def test_no_nvcc_names_the_way_to_get_it_per_cuda_major() -> None:
+    env = machine(Nvcc("nvcc"))
+    cu13 = doctor.check_recipe(recipe("cu13-sm86"), env)
+    assert cu13.reasons == ("needs CUDA 13's nvcc; none found",)
+    assert "pip install nvidia-cuda-nvcc" in cu13.how[0]
+    assert "CUDA 12 toolkit" in doctor.check_recipe(recipe("cu12-sm86"), env).how[0]
+    assert doctor.check_recipe(recipe("cpu"), env).can_build
+
+
+def test_sm120_needs_cuda_12_8() -> None:
+    old = machine(Nvcc("nvcc", "/opt/cuda-12.4/bin/nvcc", "12.4", 12, 4))
+    verdict = doctor.check_recipe(recipe("cu12-sm120"), old)
+    assert verdict.reasons == ("needs CUDA 12.8 or newer for sm_120; /opt/cuda-12.4/bin/nvcc is CUDA 12.4",)
+    assert doctor.check_recipe(recipe("cu12-sm89"), old).can_build
+    assert doctor.check_recipe(recipe("cu12-sm120"), machine(Nvcc("nvcc", "/x/nvcc", "12.8", 12, 8))).can_build
+
+
+def test_pip_nvcc_off_path_and_missing_compiler() -> None:
+    env = machine(Nvcc("nvcc", "/site/nvidia/cu13/bin/nvcc", "13.0", 13, 0, on_path=False),
+                  cxx_compiler=Tool("C++ compiler"), ninja=Tool("ninja"))
+    verdict = doctor.check_recipe(recipe("cu13-sm90"), env)
+    assert not verdict.can_build
+    assert any("not on PATH" in reason for reason in verdict.reasons)
+    assert "export PATH=/site/nvidia/cu13/bin:$PATH" in verdict.how
+    assert any("no C/C++ compiler" in reason for reason in verdict.reasons)
+    assert any("no ninja on PATH" in note for note in verdict.notes)  # isolated builds fetch it: not blocking
+
+
+def test_report_lists_tools_libraries_gpu_and_verdicts() -> None:
+    env = machine()
+    text = "\n".join(doctor.report_lines(env, [doctor.check_recipe(recipe("cu12-sm90"), env)]))
+    for expected in ("nvcc:          13.0  /usr/local/cuda/bin/nvcc", "libcudart:     /usr/local/cuda/lib64/libcudart.so.13",
+                     "libcublas:     not found", "GPU:           NVIDIA H200", "cu12-sm90    cannot build", "why:", "how:"):
+        assert expected in text
+
+
+def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    from hiraishin_build import cli
+
+    monkeypatch.setattr(sys, "argv", ["hiraishin", "--project", str(REPO), "doctor", *args])
+    try:
+        cli.main()
+        code = 0
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_doctor_command_exit_status(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(doctor, "detect", lambda: machine())
+    code, output = run_cli(monkeypatch, capsys)
+    assert code == 0 and "cu12-sm86    cannot build" in output and "cu13-sm120   can build" in output
+    code, output = run_cli(monkeypatch, capsys, "--recipe", "cu13-sm89")
+    assert code == 0 and "cu13-sm89    can build" in output
+    code, output = run_cli(monkeypatch, capsys, "--recipe", "cu12-sm89")
+    assert code == 11 and "cannot build cu12-sm89" in output and "hint:" in output and "Traceback" not in output
+    code, output = run_cli(monkeypatch, capsys, "--recipe", "cu13-sm91")
+    assert code == 2 and "did you mean" in output
+
+
+def test_detection_runs_here() -> None:
+    env = doctor.detect()  # whatever this machine has; it must not raise
+    assert env.python.found and env.git.found
+    assert {lib.name for lib in env.libraries} >= {"libcudart", "libcublas"}

@@ -1,0 +1,117 @@
+"""`hiraishin index`: per-variant PEP 503 indexes, checked with a real `pip install` from file://."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hiraishin_build import index
+from hiraishin_build.index import IndexBuildError, build_index
+
+from .test_repair import PLAIN, make_wheel
+
+
+def labelled(directory: Path, label: str, build_info: dict | None = None, version: str = "9079.2") -> Path:
+    files = {"hiraishin_llama/marker.txt": (label.encode(), PLAIN)}
+    if build_info is not None:
+        files["hiraishin_llama/build_info.json"] = (json.dumps(build_info).encode(), PLAIN)
+    return make_wheel(directory, files, version=f"{version}+{label}" if label else version,
+                      tag="py3-none-manylinux_2_35_x86_64")
+
+
+@pytest.fixture()
+def wheels(tmp_path: Path) -> Path:
+    out = tmp_path / "dist"
+    labelled(out / "cpu", "cpu", {"recipe": "cpu", "cuda": "", "cuda_architectures": ""})
+    labelled(out / "cu13-sm90", "cu13.sm90",
+             {"recipe": "cu13-sm90", "cuda": "13.0.88", "cuda_architectures": "90-real;90-virtual"})
+    labelled(out / "cu12-sm89", "cu12.sm89", {"recipe": "cu12-sm89", "cuda": "12.9.86", "cuda_architectures": "89-real"})
+    labelled(out / "cu12-sm89" / "unrepaired", "")  # pip's output: never indexed
+    labelled(out / "old", "")  # no label: skipped, with the reason
+    return out
+
+
+def test_variant_of() -> None:
+    assert index.variant_of("hiraishin_llama-9079.2+cu12.sm89-py3-none-manylinux_2_35_x86_64.whl") == "cu12-sm89"
+    assert index.variant_of("hiraishin_llama-9079.2+cpu-py3-none-manylinux_2_35_x86_64.whl") == "cpu"
+    assert index.variant_of("hiraishin_llama-9079.2-py3-none-linux_x86_64.whl") is None
+
+
+def test_index_layout_hashes_and_metadata(tmp_path: Path, wheels: Path) -> None:
+    site = tmp_path / "site"
+    result = build_index(wheels, site)
+    assert sorted(result.variants) == ["cpu", "cu12-sm89", "cu13-sm90"]
+    assert len(result.added) == 3 and len(result.skipped) == 1 and "no variant label" in result.skipped[0]
+    root = (site / "cu12-sm89" / "simple" / "index.html").read_text()
+    assert '<a href="hiraishin-llama/">hiraishin-llama</a>' in root
+    project = site / "cu12-sm89" / "simple" / "hiraishin-llama"
+    page = (project / "index.html").read_text()
+    name = "hiraishin_llama-9079.2+cu12.sm89-py3-none-manylinux_2_35_x86_64.whl"
+    digest = hashlib.sha256((project / name).read_bytes()).hexdigest()
+    assert f'href="hiraishin_llama-9079.2%2Bcu12.sm89-py3-none-manylinux_2_35_x86_64.whl#sha256={digest}"' in page
+    assert 'data-requires-python="&gt;=3.10"' in page
+    metadata = (project / f"{name}.metadata").read_bytes()
+    assert f'data-core-metadata="sha256={hashlib.sha256(metadata).hexdigest()}"' in page
+    assert b"Version: 9079.2+cu12.sm89" in metadata
+    assert "cu13" not in page and "cpu" not in page  # one variant per index
+    # The draft variant metadata: nvidia namespace properties per GPU variant.
+    assert result.variants_json == site / "hiraishin_llama-9079.2-variants.json"
+    document = json.loads(result.variants_json.read_text())
+    assert document["variants"]["cu13_sm90"] == {"nvidia": {"cuda_version_lower_bound": ["13.0"],
+                                                            "sm_arch": ["90_real", "90_virtual"]}}
+    assert document["variants"]["cu12_sm89"]["nvidia"]["sm_arch"] == ["89_real"]
+    assert "cpu" not in document["variants"]
+
+
+def test_index_is_additive_and_never_replaces_a_published_wheel(tmp_path: Path, wheels: Path) -> None:
+    site = tmp_path / "site"
+    build_index(wheels, site)
+    newer = tmp_path / "newer"
+    labelled(newer, "cpu", version="9080.0")
+    result = build_index(newer, site)
+    assert [w.filename.split("-")[1] for w in result.variants["cpu"]] == ["9079.2+cpu", "9080.0+cpu"]
+    assert len(result.variants["cu13-sm90"]) == 1  # other variants untouched
+    again = build_index(newer, site)  # the same bytes again: fine
+    assert len(again.variants["cpu"]) == 2
+    changed = tmp_path / "changed"
+    labelled(changed, "cpu", {"recipe": "different bytes"}, version="9080.0")
+    with pytest.raises(IndexBuildError, match="already exists with other contents"):
+        build_index(changed, site)
+
+
+def pip_in_fresh_venv(tmp_path: Path, *args: str) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    # --isolated: no user or site pip configuration (extra indexes, find-links) can supply the package.
+    completed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--isolated",
+                                "--disable-pip-version-check", "--no-cache-dir", *args],
+                               check=False, capture_output=True, text=True)
+    return venv, completed
+
+
+def test_pip_installs_the_variant_from_a_file_index(tmp_path: Path, wheels: Path) -> None:
+    site = tmp_path / "site"
+    build_index(wheels, site)
+    url = (site / "cu13-sm90" / "simple").as_uri()
+    venv, completed = pip_in_fresh_venv(tmp_path, "--index-url", url, "hiraishin-llama")
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    shown = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "show", "hiraishin-llama"],
+                           capture_output=True, text=True, check=True).stdout
+    assert re.search(r"^Version: 9079\.2\+cu13\.sm90$", shown, re.MULTILINE)
+    marker = next((venv / "lib").glob("python3*/site-packages/hiraishin_llama/marker.txt"))
+    assert marker.read_text() == "cu13.sm90"
+
+
+def test_index_command(tmp_path: Path, wheels: Path) -> None:
+    completed = subprocess.run([sys.executable, "-m", "hiraishin_build.cli", "index", str(wheels),
+                                "--out", str(tmp_path / "site")], check=False, capture_output=True, text=True)
+    assert completed.returncode == 0, completed.stderr
+    assert f"cu12-sm89    1 wheel(s): pip install hiraishin-llama[cu12] --index-url {(tmp_path / 'site').as_uri()}" \
+        in completed.stdout
+    assert "skipped:" in completed.stderr and "variants.json" in completed.stdout

@@ -1,0 +1,92 @@
+"""The real CPU wheel, repaired and labelled as `hiraishin wheel` does it.
+
+Needs a built CPU wheel (HIRAISHIN_CPU_WHEEL, or dist/wheels/cpu/ from
+`hiraishin wheel --recipe cpu`); skips, saying so, otherwise. The wheel is
+copied first: nothing under dist/ is touched.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from hiraishin_build import repair
+from hiraishin_build.recipe import find_recipe
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def built_cpu_wheel() -> Path:
+    explicit = os.environ.get("HIRAISHIN_CPU_WHEEL")
+    if explicit:
+        return Path(explicit)
+    # The unrepaired wheel pip wrote (unrepaired/ since repair is part of the build), or an older plain one.
+    found = sorted((REPO / "dist" / "wheels" / "cpu" / "unrepaired").glob("hiraishin_llama-*.whl")) + sorted(
+        p for p in (REPO / "dist" / "wheels" / "cpu").glob("hiraishin_llama-*.whl") if "+" not in p.name)
+    if not found:
+        pytest.skip("no CPU wheel: build one with `hiraishin wheel --recipe cpu` or set HIRAISHIN_CPU_WHEEL")
+    return found[-1]
+
+
+@pytest.fixture(scope="module")
+def repaired(tmp_path_factory: pytest.TempPathFactory) -> repair.RepairResult:
+    source = built_cpu_wheel()
+    work = tmp_path_factory.mktemp("release")
+    copy = work / "in" / source.name
+    copy.parent.mkdir()
+    shutil.copy2(source, copy)
+    return repair.repair_wheel(copy, find_recipe(REPO / "recipes", "cpu"), work / "out")
+
+
+def test_repaired_cpu_wheel_is_manylinux_labelled_and_linked_by_rpath(repaired: repair.RepairResult) -> None:
+    assert repaired.version.endswith("+cpu")
+    assert repaired.tags and all("manylinux" in tag for tag in repaired.tags), repaired.tags
+    assert "+cpu-py3-none-manylinux" in repaired.path.name
+    elves = repair.wheel_elves(repaired.path)
+    assert len(elves) > 10
+    assert repair.elf_problems(repaired.path, elves) == []
+    ours = [elf for elf in elves if ".libs/" not in elf.path]
+    for elf in ours:
+        assert elf.rpath and not elf.runpath, elf
+        assert any(entry.startswith("$ORIGIN") for entry in elf.rpath), elf
+        assert "$ORIGIN/../../nvidia/cu13/lib" in elf.rpath, elf  # the same RPATH serves the CUDA wheels
+    with zipfile.ZipFile(repaired.path) as archive:
+        names = archive.namelist()
+    assert not any("libcuda" in n or "libcudart" in n or "libcublas" in n for n in names)
+    assert any(name.startswith("libgomp") for name in repaired.grafted)  # OpenMP is not a manylinux system library
+    assert repaired.size <= find_recipe(REPO / "recipes", "cpu").size_budget_mb * 1e6
+
+
+def test_pip_installs_the_repaired_wheel_from_its_file_index(repaired: repair.RepairResult, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from hiraishin_build.index import build_index
+
+    site = tmp_path / "site"
+    build_index(repaired.path.parent, site)
+    # The wheel's dependencies (numpy, gguf and theirs) come from PyPI, through
+    # this machine's pip configuration, into a plain directory; the install
+    # itself then sees only that directory and the file:// index.
+    deps = tmp_path / "deps"
+    downloaded = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary", ":all:",
+                                 "--dest", str(deps), str(repaired.path)], check=False, capture_output=True, text=True)
+    if downloaded.returncode != 0:
+        pytest.skip("cannot download the wheel's dependencies (no package index reachable):\n"
+                    + downloaded.stderr[-500:])
+    for copy in deps.glob("hiraishin_llama-*.whl"):
+        copy.unlink()
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    install = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--isolated", "--disable-pip-version-check",
+         "--no-cache-dir", "--index-url", (site / "cpu" / "simple").as_uri(), "--find-links", str(deps),
+         "hiraishin-llama"], check=False, capture_output=True, text=True)
+    assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-2000:]
+    version = subprocess.run([str(venv / "bin" / "hiraishin-llama"), "--version"], capture_output=True, text=True,
+                             check=True).stdout
+    assert f"hiraishin-llama {repaired.version}\n" in version and "recipe:   cpu" in version
