@@ -33,6 +33,13 @@ def test_unclaimed_backend_is_reported_not_judged(cuda_build: None, monkeypatch:
     assert {c.expect for c in cases} == {"none"}
 
 
+def test_claimed_cpu_backend_is_judged_both_ways(monkeypatch: pytest.MonkeyPatch) -> None:
+    runtime.build_info.cache_clear()
+    monkeypatch.setattr(runtime, "build_info", lambda: {"recipe": "cpu", "exact_backends": ["cuda", "cpu"]})
+    cases = smoke.default_cases("cpu", ["Q4_K_M"], ["f16"])
+    assert [(c.batch_invariant, c.expect) for c in cases] == [(True, "identical"), (False, "differ")]
+
+
 def test_wrong_gpu_names_the_right_index(cuda_build: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runtime, "gpus", lambda: [runtime.Gpu("NVIDIA GeForce RTX 4090", "89")])
     monkeypatch.setattr(runtime, "nvidia_library_dirs", lambda: [])
