@@ -219,7 +219,7 @@ def check_recipe(recipe: Recipe, env: Environment) -> Verdict:
             reasons.append(f"needs CUDA {need_major}.{need_minor} or newer for sm_{recipe.compute_capabilities[0]}; "
                            f"{nvcc.path} is CUDA {nvcc.version}")
             how.append(toolkit_hint(major).replace(f"CUDA {major} toolkit", f"CUDA {need_major}.{need_minor}+ toolkit"))
-        elif not nvcc.on_path:
+        elif not nvcc.on_path and nvcc.path:
             reasons.append(f"nvcc {nvcc.version} is installed at {nvcc.path} but its directory is not on PATH")
             how.append(f"export PATH={Path(nvcc.path).parent}:$PATH")
         runtime = {lib.name: lib for lib in env.libraries}

@@ -334,16 +334,20 @@ class ObjectStore:
         """(path, git file mode, content) of the blobs in ``commit`` whose path ``keep`` accepts."""
         for path, oid, mode in self._entries(commit):
             if keep(path):
-                yield path, mode, self._repo.get(oid).data
+                blob = self._repo[oid]
+                assert isinstance(blob, pygit2.Blob)
+                yield path, mode, blob.data
 
     def _entries(self, commit: str) -> Iterable[tuple[str, str, int]]:
-        stack = [("", self._repo.get(commit).peel(pygit2.Tree))]
+        stack: list[tuple[str, pygit2.Tree]] = [("", self._repo[commit].peel(pygit2.Tree))]
         while stack:
             prefix, tree = stack.pop()
             for entry in tree:
-                path = prefix + entry.name
+                path = prefix + (entry.name or "")
                 if entry.type_str == "tree":
-                    stack.append((path + "/", self._repo.get(entry.id)))
+                    subtree = self._repo[entry.id]
+                    assert isinstance(subtree, pygit2.Tree)
+                    stack.append((path + "/", subtree))
                 elif entry.type_str == "blob":
                     yield path, str(entry.id), entry.filemode
 
