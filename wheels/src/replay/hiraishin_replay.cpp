@@ -1157,6 +1157,15 @@ void write_json_file(const std::string & path, const JsonWriter & json) {
     }
 }
 
+// The closing fields every report has, then the file.
+void finish_report(JsonWriter & json, const Options & opts, const Judgement & judgement) {
+    json.key("verdict").value(judgement.verdict);
+    json.key("expect").value(expectation_name(opts.expect));
+    json.key("passed").value(judgement.passed);
+    json.end_object();
+    write_json_file(opts.json_path, json);
+}
+
 std::string format_bytes(uint64_t bytes) {
     char buf[32];
     snprintf(buf, sizeof(buf), "%.1f MiB", bytes / (1024.0 * 1024.0));
@@ -1274,11 +1283,7 @@ int run_replay(const Options & opts) {
             json.end_object();
         }
         json.end_array();
-        json.key("verdict").value(verdict);
-        json.key("expect").value(expectation_name(opts.expect));
-        json.key("passed").value(passed);
-        json.end_object();
-        write_json_file(opts.json_path, json);
+        finish_report(json, opts, {verdict, passed});
     }
     return passed ? kExitOk : kExitExpectationFailed;
 }
@@ -1371,11 +1376,7 @@ int run_spec(const Options & opts) {
             json.end_object();
         }
         json.end_array();
-        json.key("verdict").value(verdict);
-        json.key("expect").value(expectation_name(opts.expect));
-        json.key("passed").value(passed);
-        json.end_object();
-        write_json_file(opts.json_path, json);
+        finish_report(json, opts, {verdict, passed});
     }
     return passed ? kExitOk : kExitExpectationFailed;
 }
