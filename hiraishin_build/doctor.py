@@ -16,14 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import proc
-from .errors import HiraishinError
+from .errors import ToolchainMissing
 from .recipe import Recipe
-
-
-class ToolchainMissing(HiraishinError):
-    """This machine lacks what a recipe needs to build."""
-
-    exit_code = 11
 
 
 @dataclass(frozen=True)

@@ -92,3 +92,45 @@ class RebaseError(HiraishinError):
 
 class RebaseStopped(RebaseError):
     """A rebase stopped (or, in a dry run, would stop) at a conflict."""
+
+
+class GitTooOld(HiraishinError):
+    """The git on PATH lacks what the tool uses (sparse checkout, partial clone)."""
+
+    exit_code = 3
+
+
+class WheelBuildError(HiraishinError):
+    """A wheel could not be built, or cannot be built here as asked."""
+
+    exit_code = 8
+
+
+class RepairError(HiraishinError):
+    """auditwheel failed, or the repaired wheel breaks a rule of how CUDA wheels are linked."""
+
+    exit_code = 8
+
+
+class SmokeFailed(HiraishinError):
+    """A wheel's smoke test failed or wrote no report."""
+
+    exit_code = 9
+
+
+class ToolchainMissing(HiraishinError):
+    """This machine lacks what a recipe needs to build."""
+
+    exit_code = 11
+
+
+class SizeBudgetExceeded(HiraishinError):
+    """A wheel is larger than its recipe's size-budget-mb."""
+
+    exit_code = 12
+
+
+class IndexBuildError(HiraishinError):
+    """The wheels given cannot make a consistent index (e.g. a published name with other bytes)."""
+
+    exit_code = 13

@@ -19,11 +19,8 @@ import pygit2
 from packaging.version import Version
 
 from . import proc
-from .errors import HiraishinError
+from .errors import GitTooOld
 
-
-class GitTooOld(HiraishinError):
-    exit_code = 3
 
 # An identity for the commits this tool makes (git am), fixed so that applying
 # the same stack twice gives the same commits, whatever the user's settings.

@@ -28,17 +28,11 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from .errors import HiraishinError
+from .errors import IndexBuildError
 from .fsutil import atomic_write_bytes
 from .log import get_logger
 
 PROJECT = "hiraishin-llama"
-
-
-class IndexBuildError(HiraishinError):
-    """The wheels given cannot make a consistent index (e.g. a published name with other bytes)."""
-
-    exit_code = 13
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 from . import proc
-from .errors import HiraishinError
+from .errors import RepairError, SizeBudgetExceeded
 from .log import get_logger
 from .recipe import Recipe
 
@@ -52,18 +52,6 @@ _FORBIDDEN = re.compile(r"(^|/)(libcuda|libcudart|libcublas|libcublasLt|libnvidi
 # CUDA 13 shares nvidia/cu13/lib; CUDA 12 has one directory per library.
 NVIDIA_RPATH = re.compile(r"^\$ORIGIN(/\.\.)+/nvidia/(cu\d+|cuda_runtime|cublas)/lib$")
 _CUDA_RUNTIME_NEEDED = re.compile(r"^lib(cudart|cublas|cublasLt)\.so\.\d+")
-
-
-class RepairError(HiraishinError):
-    """auditwheel failed, or the repaired wheel breaks a rule of how CUDA wheels are linked."""
-
-    exit_code = 8
-
-
-class SizeBudgetExceeded(HiraishinError):
-    """A wheel is larger than its recipe's size-budget-mb."""
-
-    exit_code = 12
 
 
 @dataclass(frozen=True)

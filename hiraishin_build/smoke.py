@@ -8,11 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import proc
-from .errors import HiraishinError
-
-
-class SmokeFailed(HiraishinError):
-    exit_code = 9
+from .errors import SmokeFailed
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import proc, repair, toolchain
-from .errors import HiraishinError
+from .errors import WheelBuildError
 from .log import get_logger
 from .recipe import Recipe
-
-
-class WheelBuildError(HiraishinError):
-    exit_code = 8
 
 
 @dataclass(frozen=True)
