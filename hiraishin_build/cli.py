@@ -5,8 +5,10 @@ Only this module turns errors into messages and exit codes (see errors.py).
 
 from __future__ import annotations
 
+import re
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -235,7 +237,7 @@ def sdist_command(obj: Context, out_dir: Path | None, omit: tuple[str, ...]) -> 
 
 
 def _wheel(project: Project, cache: UpstreamCache, recipe_name: str, sdist: Path | None,
-           isolated: bool, jobs: int | None) -> WheelResult:
+           isolated: bool, jobs: int | None, extra_defines: Mapping[str, str] | None = None) -> WheelResult:
     recipe = find_recipe(project.recipes_dir, recipe_name)
     if sdist is None:
         with log.step("making the sdist"):
@@ -244,7 +246,18 @@ def _wheel(project: Project, cache: UpstreamCache, recipe_name: str, sdist: Path
     out_dir = sdist.resolve().parent / "wheels" / recipe.name
     with log.step(f"building the {recipe.name} wheel"):
         return build_wheel(sdist.resolve(), recipe, out_dir, build_dir=project.root / "build" / recipe.name,
-                           isolated=isolated, jobs=jobs)
+                           isolated=isolated, jobs=jobs, extra_defines=extra_defines)
+
+
+def _parse_defines(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    defines: dict[str, str] = {}
+    for value in values:
+        key, sep, setting = value.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise click.BadParameter(f"{value!r} is not KEY=VALUE with a CMake variable name as KEY, "
+                                     "e.g. -D HIRAISHIN_BUILD_TESTS=ON", ctx=ctx, param=param)
+        defines[key] = setting
+    return defines
 
 
 isolation_option = click.option(
@@ -256,14 +269,19 @@ jobs_option = click.option("-j", "--jobs", type=int, help="Parallel build jobs (
 
 @cli.command("wheel")
 @click.option("--recipe", "recipe_name", required=True, help="A recipe in recipes/ (see `hiraishin recipes`).")
-@click.option("--sdist", type=click.Path(dir_okay=False, exists=True, path_type=Path),
-              help="Build from this sdist (default: make one first).")
+@click.option("--sdist", type=click.Path(exists=True, path_type=Path),
+              help="Build from this sdist, or the directory it unpacks to, which then keeps the sources of an "
+                   "incremental rebuild (default: make one first).")
 @isolation_option
 @jobs_option
+@click.option("-D", "--cmake-define", "cmake_defines", multiple=True, metavar="KEY=VALUE", callback=_parse_defines,
+              help="An extra CMake define on top of the recipe's (repeatable), e.g. HIRAISHIN_BUILD_TESTS=ON "
+                   "to also build upstream's op tests in the build directory.")
 @pass_context
-def wheel_command(obj: Context, recipe_name: str, sdist: Path | None, no_isolation: bool, jobs: int | None) -> None:
+def wheel_command(obj: Context, recipe_name: str, sdist: Path | None, no_isolation: bool, jobs: int | None,
+                  cmake_defines: dict[str, str]) -> None:
     """Build a wheel from the sdist with a recipe's CMake defines."""
-    result = _wheel(obj.project(), obj.cache(), recipe_name, sdist, not no_isolation, jobs)
+    result = _wheel(obj.project(), obj.cache(), recipe_name, sdist, not no_isolation, jobs, cmake_defines)
     click.echo(f"{result.path}  ({result.size / 1e6:.1f} MB, version {result.version}, {', '.join(result.tags)})")
 
 

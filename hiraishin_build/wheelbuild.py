@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,18 +27,26 @@ class WheelResult:
     """What pip wheel wrote, before auditwheel and the label."""
 
 
-def config_settings(recipe: Recipe, build_dir: Path) -> list[str]:
-    """The -C options that hand the recipe to scikit-build-core."""
+def config_settings(recipe: Recipe, build_dir: Path, extra_defines: Mapping[str, str] | None = None) -> list[str]:
+    """The -C options that hand the recipe (and any extra CMake defines) to scikit-build-core."""
+    clashing = sorted(set(extra_defines or {}) & set(recipe.cmake_defines()))
+    if clashing:
+        raise WheelBuildError(
+            f"--cmake-define {', '.join(clashing)} would override what recipe {recipe.name} sets",
+            hint=f"change recipes/{recipe.name}.toml, or copy it to a new recipe",
+        )
     settings = [f"build-dir={build_dir}"]
-    settings += [f"cmake.define.{key}={value}" for key, value in sorted(recipe.cmake_defines().items())]
+    defines = {**recipe.cmake_defines(), **(extra_defines or {})}
+    settings += [f"cmake.define.{key}={value}" for key, value in sorted(defines.items())]
     return settings
 
 
-def pip_wheel_command(sdist: Path, recipe: Recipe, out_dir: Path, build_dir: Path, *, isolated: bool) -> list[str]:
+def pip_wheel_command(sdist: Path, recipe: Recipe, out_dir: Path, build_dir: Path, *, isolated: bool,
+                      extra_defines: Mapping[str, str] | None = None) -> list[str]:
     command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(out_dir), "-v"]
     if not isolated:
         command.append("--no-build-isolation")
-    for setting in config_settings(recipe, build_dir):
+    for setting in config_settings(recipe, build_dir, extra_defines):
         command += ["-C", setting]
     return [*command, str(sdist)]
 
@@ -50,8 +59,14 @@ def build_wheel(
     build_dir: Path,
     isolated: bool = True,
     jobs: int | None = None,
+    extra_defines: Mapping[str, str] | None = None,
 ) -> WheelResult:
-    if not sdist.is_file():
+    if sdist.is_dir():
+        # An unpacked sdist builds in place, so its build directory can be rebuilt incrementally later.
+        if not (sdist / "pyproject.toml").is_file():
+            raise WheelBuildError(f"{sdist} is a directory without pyproject.toml, not an unpacked sdist",
+                                  hint="pass the .tar.gz from `hiraishin sdist`, or the directory it unpacks to")
+    elif not sdist.is_file():
         raise WheelBuildError(f"sdist {sdist} does not exist", hint="make one with `hiraishin sdist`")
     if recipe.backend == "cuda":
         found = toolchain.nvcc_major()
@@ -80,7 +95,7 @@ def build_wheel(
     log = final_dir / f"build-{recipe.name}.log"
     get_logger().info("building the %s wheel from %s (log: %s)", recipe.name, sdist.name, log)
     proc.run_logged(
-        pip_wheel_command(sdist, recipe, out_dir, build_dir, isolated=isolated),
+        pip_wheel_command(sdist, recipe, out_dir, build_dir, isolated=isolated, extra_defines=extra_defines),
         log_path=log,
         env=env,
         what=f"building the {recipe.name} wheel",

@@ -89,6 +89,37 @@ def test_pip_wheel_command_hands_over_every_define(tmp_path: Path) -> None:
     assert command[-1] == str(tmp_path / "s.tar.gz")
 
 
+def test_extra_cmake_defines_are_added_but_never_override_the_recipe(tmp_path: Path) -> None:
+    from hiraishin_build.wheelbuild import WheelBuildError
+
+    recipe = find_recipe(REPO / "recipes", "cu13-sm90")
+    command = pip_wheel_command(tmp_path / "s.tar.gz", recipe, tmp_path / "out", tmp_path / "build", isolated=True,
+                                extra_defines={"HIRAISHIN_BUILD_TESTS": "ON"})
+    assert "cmake.define.HIRAISHIN_BUILD_TESTS=ON" in command
+    assert "cmake.define.CMAKE_CUDA_ARCHITECTURES=90-real;90-virtual" in command
+    with pytest.raises(WheelBuildError, match="CMAKE_CUDA_ARCHITECTURES would override what recipe cu13-sm90 sets"):
+        pip_wheel_command(tmp_path / "s.tar.gz", recipe, tmp_path / "out", tmp_path / "build", isolated=True,
+                          extra_defines={"CMAKE_CUDA_ARCHITECTURES": "80-real"})
+
+
+def test_a_directory_that_is_not_an_unpacked_sdist_is_refused(tmp_path: Path) -> None:
+    from hiraishin_build.wheelbuild import WheelBuildError, build_wheel
+
+    recipe = find_recipe(REPO / "recipes", "cpu")
+    with pytest.raises(WheelBuildError, match="is a directory without pyproject.toml"):
+        build_wheel(tmp_path, recipe, tmp_path / "out", build_dir=tmp_path / "build")
+
+
+def test_wheel_cmake_define_must_be_key_value(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from hiraishin_build.cli import cli
+
+    result = CliRunner().invoke(cli, ["wheel", "--recipe", "cpu", "-D", "NOT A DEFINE"])
+    assert result.exit_code == 2
+    assert "'NOT A DEFINE' is not KEY=VALUE" in result.output
+
+
 def test_cuda_wheel_without_the_matching_nvcc_is_refused_up_front(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from hiraishin_build import toolchain
     from hiraishin_build.wheelbuild import WheelBuildError, build_wheel
