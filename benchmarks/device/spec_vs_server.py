@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -43,7 +44,7 @@ def server_completions(model: Path, texts: list[str], n_predict: int, ctx: int) 
     port = free_port()
     server = subprocess.Popen(
         ["llama-server", "-m", str(model), "--port", str(port), "--host", "127.0.0.1", "-np", "1", "-c", str(ctx),
-         "-ngl", "99", "-fa", "on", "--no-warmup"],
+         "-ngl", "99", "-fa", "on", "--no-warmup", "--reasoning-format", "none", "--chat-template", "chatml"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 120
@@ -63,8 +64,13 @@ def server_completions(model: Path, texts: list[str], n_predict: int, ctx: int) 
                                "cache_prompt": False}).encode()
             req = urllib.request.Request(f"http://127.0.0.1:{port}/completion", data=body,
                                          headers={"Content-Type": "application/json"})
-            with urllib.request.urlopen(req, timeout=600) as r:
-                out.append(json.load(r)["content"])
+            try:
+                with urllib.request.urlopen(req, timeout=600) as r:
+                    out.append(json.load(r)["content"])
+            except urllib.error.HTTPError as e:
+                server.terminate()
+                raise SystemExit(f"llama-server answered {e.code}: {e.read().decode(errors='replace')[:2000]}\n"
+                                 f"{server.communicate(timeout=30)[1][-3000:]}")
         return out
     finally:
         server.terminate()
