@@ -84,7 +84,7 @@ def test_pip_wheel_command_hands_over_every_define(tmp_path: Path) -> None:
     settings = [command[i + 1] for i, arg in enumerate(command) if arg == "-C"]
     assert f"build-dir={tmp_path / 'build'}" in settings
     for key, value in {**COMMON_DEFINES, "GGML_CUDA": "ON", "CMAKE_CUDA_ARCHITECTURES": "90-real;90-virtual",
-                       "HIRAISHIN_RECIPE": "cu13-sm90"}.items():
+                       "GGML_CUDA_NCCL": "OFF", "HIRAISHIN_RECIPE": "cu13-sm90"}.items():
         assert f"cmake.define.{key}={value}" in settings
     assert command[-1] == str(tmp_path / "s.tar.gz")
 

@@ -60,6 +60,24 @@ def test_replay_b1_is_bit_identical(replay_tool: Path, tiny_model: Path, tmp_pat
     assert report["verdict"] == "identical" and report["passed"] is True
 
 
+def test_plain_decoding_fingerprint_is_reproducible_and_tracks_the_tokens(
+        replay_tool: Path, tiny_model: Path, tmp_path: Path) -> None:
+    # The fingerprints compare plain decoding across builds (patched vs stock), so two runs of
+    # one build must agree, and a different decoding (another prompt) must not.
+    plains = []
+    for seed in (1, 1, 2):
+        report_path = tmp_path / f"replay-{len(plains)}.json"
+        result = _run(replay_tool, "replay", "--model", str(tiny_model), "--n-gen", str(N_GEN), "--batches", "1",
+                      "--seed", str(seed), "--json", str(report_path))
+        assert result.returncode == 0, result.stdout + result.stderr
+        plains.append(json.loads(report_path.read_text())["plain"])
+    for plain in plains:
+        assert len(plain["tokens_fnv1a64"]) == 16 and len(plain["logits_fnv1a64"]) == 16
+    assert plains[0]["tokens_fnv1a64"] == plains[1]["tokens_fnv1a64"]
+    assert plains[0]["logits_fnv1a64"] == plains[1]["logits_fnv1a64"]
+    assert plains[0]["logits_fnv1a64"] != plains[2]["logits_fnv1a64"]
+
+
 def test_replay_report_has_every_field(replay_tool: Path, tiny_model: Path, tmp_path: Path) -> None:
     report_path = tmp_path / "replay.json"
     result = _run(replay_tool, "--model", str(tiny_model), "--n-gen", str(N_GEN), "--batches", "2,5,16",

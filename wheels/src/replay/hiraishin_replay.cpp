@@ -778,6 +778,20 @@ struct GreedyTrace {
     double prefill_ms = 0.0;
 };
 
+// FNV-1a over raw bytes, as 16 hex digits: a fingerprint of the plain decoding,
+// so that two builds (e.g. patched with the switch on, and stock) can be shown
+// to decode one token at a time to the same bytes.
+std::string fnv1a64_hex(const void * data, size_t n_bytes) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    const auto * p = static_cast<const unsigned char *>(data);
+    for (size_t i = 0; i < n_bytes; ++i) {
+        h = (h ^ p[i]) * 0x100000001b3ULL;
+    }
+    char buf[17];
+    snprintf(buf, sizeof(buf), "%016llx", (unsigned long long) h);
+    return buf;
+}
+
 // Decodes n_gen single-token steps after the prompt: each step feeds the
 // previous argmax and yields the logits for its own position.
 GreedyTrace run_plain_greedy(llama_context * ctx, const std::vector<llama_token> & prompt, int n_gen,
@@ -1259,6 +1273,8 @@ int run_replay(const Options & opts) {
         json.key("prefill_ms").value(reference.prefill_ms);
         json.key("ms_per_token_mean").value(mean_of(reference.step_ms));
         json.key("ms_per_token_median").value(median_of(reference.step_ms));
+        json.key("tokens_fnv1a64").value(fnv1a64_hex(reference.generated.data(), reference.generated.size() * sizeof(llama_token)));
+        json.key("logits_fnv1a64").value(fnv1a64_hex(reference.step_logits.data(), reference.step_logits.size() * sizeof(float)));
         json.end_object();
         json.key("results").begin_array();
         for (const auto & r : results) {
