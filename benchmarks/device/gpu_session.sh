@@ -122,9 +122,9 @@ spec)
     [ -f "$draft" ] || "$VENV/bin/python" -m hiraishin_llama.synthetic --preset qwen3-8b --n-layer 1 --seed 7 \
         --quant Q4_K_M --out "$draft" > /dev/null || exit 1
     export PATH=$VENV/bin:$PATH
-    python3 benchmarks/device/spec_vs_server.py --model "$target" --draft "$target" --draft "$draft" \
+    python3 benchmarks/device/spec_vs_greedy.py --model "$target" --draft "$target" --draft "$draft" \
         --n-predict 600 --prompts 4 --json "$OUT/spec-simple-on.json" 2>&1 | tail -12
-    GGML_BATCH_INVARIANT=0 python3 benchmarks/device/spec_vs_server.py --model "$target" --draft "$target" \
+    GGML_BATCH_INVARIANT=0 python3 benchmarks/device/spec_vs_greedy.py --model "$target" --draft "$target" \
         --n-predict 600 --prompts 4 --expect differ --json "$OUT/spec-simple-off.json" 2>&1 | tail -6
     ;;
 fault|unfault)

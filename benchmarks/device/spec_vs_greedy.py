@@ -1,13 +1,20 @@
 """Does the wheel's llama-speculative-simple print the text plain greedy decoding gives?
 
-The reference is the wheel's llama-server without a draft model (one slot,
-greedy: temperature 0), asked for a completion of each prompt. Then
-llama-speculative-simple decodes the same prompts with a draft model (the
-target itself, so every verify batch is full, or a small model sharing the
-vocabulary) and greedy sampling. In batch-invariant mode its text must equal
-the server's, character for character, over the tokens both produced.
+llama-speculative-simple decodes each prompt with a draft model (the target
+itself, so every verify batch is full, or a small model sharing the
+vocabulary) and greedy sampling. Its text must equal plain greedy decoding of
+the same prompt, character for character, over the text both produced. The
+reference (--reference):
 
-    python3 spec_vs_server.py --model TARGET.gguf --draft DRAFT.gguf [--draft TARGET.gguf] \
+- no-draft (default): the same program with drafting disabled (--draft-min
+  above --draft-max clears every draft), i.e. one token per decode call, as
+  llama-simple decodes;
+- server: the wheel's llama-server without a draft (one slot, temperature 0)
+  via /completion. It needs a model whose output is valid UTF-8: the server
+  answers 500 "Failed to parse input" when the generated text is not, which
+  is what random synthetic weights produce within a few hundred tokens.
+
+    python3 spec_vs_greedy.py --model TARGET.gguf --draft DRAFT.gguf [--draft TARGET.gguf] \
         --n-predict 600 --prompts 4 --json report.json [--expect identical|differ]
 
 Uses the console scripts on PATH (a venv with hiraishin-llama installed).
@@ -77,20 +84,23 @@ def server_completions(model: Path, texts: list[str], n_predict: int, ctx: int) 
         server.wait(timeout=30)
 
 
-def speculative(model: Path, draft: Path, text: str, n_predict: int, ctx: int, draft_max: int) -> tuple[str, dict]:
+def speculative(model: Path, draft: Path, text: str, n_predict: int, ctx: int, draft_max: int,
+                draft_min: int = 0) -> tuple[str, dict]:
     run = subprocess.run(
         ["llama-speculative-simple", "-m", str(model), "-md", str(draft), "-p", text, "-n", str(n_predict),
          "-c", str(ctx), "-cd", str(ctx), "-ngl", "99", "-ngld", "99", "-fa", "on", "--temp", "0", "--top-k", "1",
-         "--draft-max", str(draft_max), "--draft-min", "0", "--draft-p-min", "0.0"],
-        capture_output=True, text=True)
+         "--draft-max", str(draft_max), "--draft-min", str(draft_min), "--draft-p-min", "0.0"],
+        capture_output=True)
+    # the generated text need not be valid UTF-8: keep its exact bytes
+    stdout = run.stdout.decode("utf-8", errors="surrogateescape")
+    stderr = run.stderr.decode("utf-8", errors="replace")
     if run.returncode != 0:
-        raise SystemExit(f"llama-speculative-simple failed ({run.returncode}):\n{run.stderr[-3000:]}")
-    stdout = run.stdout
+        raise SystemExit(f"llama-speculative-simple failed ({run.returncode}):\n{stderr[-3000:]}")
     # it prints the prompt, then the generated text, then two newlines
     start = stdout.find(text)
     generated = stdout[start + len(text):] if start >= 0 else stdout
     stats = {}
-    for line in run.stderr.splitlines():
+    for line in stderr.splitlines():
         for key in ("n_draft", "n_predict", "n_drafted", "n_accept", "accept"):
             if line.strip().startswith(key + " ") or line.strip().startswith(key + "\t"):
                 stats[key] = line.split("=", 1)[-1].strip()
@@ -108,10 +118,20 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--expect", choices=["identical", "differ"], default="identical")
+    ap.add_argument("--reference", choices=["no-draft", "server"], default="no-draft")
     args = ap.parse_args()
 
     texts = prompts(args.prompts, args.seed)
-    reference = server_completions(args.model, texts, args.n_predict, args.ctx)
+    if args.reference == "server":
+        reference = server_completions(args.model, texts, args.n_predict, args.ctx)
+    else:
+        reference = []
+        for text in texts:
+            generated, stats = speculative(args.model, args.model, text, args.n_predict, args.ctx, args.draft_max,
+                                           draft_min=args.draft_max + 1000)
+            if stats.get("n_drafted") not in (None, "0"):
+                raise SystemExit(f"drafting was not disabled for the reference: {stats}")
+            reference.append(generated)
     runs = []
     for draft in args.draft:
         for i, text in enumerate(texts):
@@ -125,7 +145,8 @@ def main() -> int:
             print(f"draft {draft.name} prompt {i}: {'identical' if first_diff is None else f'differs at char {first_diff}'} "
                   f"over {n} chars; {stats}", flush=True)
     identical = all(r["identical"] for r in runs)
-    report = {"tool": "spec_vs_server.py", "model": args.model.name, "n_predict": args.n_predict,
+    report = {"tool": "spec_vs_greedy.py", "reference": args.reference, "model": args.model.name,
+              "n_predict": args.n_predict,
               "draft_max": args.draft_max, "switch": {k: os.environ.get(k) for k in
                                                       ("GGML_BATCH_INVARIANT", "GGML_CUDA_BATCH_INVARIANT")},
               "expect": args.expect, "all_identical": identical, "runs": runs}
