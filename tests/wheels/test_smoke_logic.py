@@ -84,3 +84,14 @@ def test_missing_model_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, capsys:
     monkeypatch.setattr(runtime, "gpus", lambda: [])
     assert smoke.main(["--model", "/nonexistent/model.gguf", "--json", "/dev/null"]) == 2
     assert "--model /nonexistent/model.gguf: no such file" in capsys.readouterr().err
+
+
+def test_nvidia_wheels_are_found_on_sys_path_too(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # e.g. a venv made with --system-site-packages, whose NVIDIA wheels live in the system's site-packages
+    system_site, elsewhere = tmp_path / "system-site-packages", tmp_path / "elsewhere"
+    for site in (system_site, elsewhere):
+        (site / "nvidia" / "cu13" / "lib").mkdir(parents=True)
+    monkeypatch.syspath_prepend(str(system_site))
+    found = runtime.nvidia_library_dirs()
+    assert system_site / "nvidia" / "cu13" / "lib" in found
+    assert elsewhere / "nvidia" / "cu13" / "lib" not in found

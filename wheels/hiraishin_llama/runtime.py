@@ -25,8 +25,12 @@ def build_info() -> dict:
 
 
 def site_dirs() -> list[Path]:
+    """Where NVIDIA's runtime wheels may be: this environment's purelib/platlib (split
+    layouts), the directory holding this package, then every directory on sys.path, which
+    is where a venv made with --system-site-packages (or a .pth file) sees the system's."""
     dirs = [Path(sysconfig.get_paths()[key]) for key in ("purelib", "platlib")]
     dirs.append(PACKAGE_DIR.parent)
+    dirs += [Path(entry) for entry in sys.path if entry and Path(entry).is_dir()]
     unique: list[Path] = []
     for d in dirs:
         if d not in unique:
