@@ -51,6 +51,7 @@ _FORBIDDEN = re.compile(r"(^|/)(libcuda|libcudart|libcublas|libcublasLt|libnvidi
 # Where the RPATH must point for the CUDA runtime wheels (see wheels/CMakeLists.txt):
 # CUDA 13 shares nvidia/cu13/lib; CUDA 12 has one directory per library.
 NVIDIA_RPATH = re.compile(r"^\$ORIGIN(/\.\.)+/nvidia/(cu\d+|cuda_runtime|cublas)/lib$")
+_VERSIONED_LIBRARY = re.compile(r"^(?P<base>.*/lib[^/]+\.so)(\.\d+)*$")
 _CUDA_RUNTIME_NEEDED = re.compile(r"^lib(cudart|cublas|cublasLt)\.so\.\d+")
 
 
@@ -178,6 +179,16 @@ def elf_problems(wheel: Path, elves: Iterable[ElfInfo] | None = None) -> list[st
         names = archive.namelist()
     problems = [f"{name}: the CUDA driver, runtime or cuBLAS must not be bundled" for name in names
                 if _FORBIDDEN.search(name)]
+    # A wheel holds no symlinks: a versioned library installed as libx.so -> libx.so.0 ->
+    # libx.so.0.1.2 ships three full copies.
+    copies: dict[str, list[str]] = {}
+    for name in names:
+        match = _VERSIONED_LIBRARY.match(name)
+        if match and ".libs/" not in name:
+            copies.setdefault(match["base"], []).append(name)
+    problems += [f"{base}: shipped {len(found)} times ({', '.join(sorted(Path(n).name for n in found))}); "
+                 "build it without VERSION/SOVERSION so that one file carries it"
+                 for base, found in sorted(copies.items()) if len(found) > 1]
     for elf in (wheel_elves(wheel) if elves is None else elves):
         # Libraries auditwheel grafted (hiraishin_llama.libs/) are system
         # libraries with no dependencies of ours; auditwheel clears their RPATH.

@@ -151,6 +151,9 @@ def test_a_correctly_linked_cuda_wheel_passes(tmp_path: Path, elves: dict[str, b
          "must not be bundled"),
         ({"hiraishin_llama/bin/libggml-cuda.so": "good.so", "hiraishin_llama/lib/libcudart.so.13": "libcudart.so.13"},
          "must not be bundled"),
+        ({"hiraishin_llama/bin/libggml-cuda.so": "good.so", "hiraishin_llama/lib/libllama.so": "good.so",
+          "hiraishin_llama/lib/libllama.so.0": "good.so", "hiraishin_llama/lib/libllama.so.0.0.9079": "good.so"},
+         "hiraishin_llama/lib/libllama.so: shipped 3 times"),
     ],
 )
 def test_linking_rules_are_enforced(tmp_path: Path, elves: dict[str, bytes], files: dict[str, str], message: str) -> None:
