@@ -5,6 +5,7 @@ Only this module turns errors into messages and exit codes (see errors.py).
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sys
 import time
@@ -230,10 +231,23 @@ def sdist_command(obj: Context, out_dir: Path | None, omit: tuple[str, ...]) -> 
     project = obj.project()
     default = project.dist_dir
     if omit:
-        default = default / ("without-" + "+".join(sorted(name.removesuffix(".patch") for name in omit)))
+        default = default / _without_dir_name(omit, read_series(project.patches_dir).names)
     with log.step("making the sdist"):
         result = build_sdist(project, obj.cache(), (out_dir or default).resolve(), omit=frozenset(omit))
     click.echo(f"{result.path}\nsha256 {result.sha256}  version {result.version}  {result.files} files")
+
+
+def _without_dir_name(omit: tuple[str, ...], series: tuple[str, ...]) -> str:
+    """dist/ subdirectory of an sdist built without some patches: named after them while that
+    stays a usable file name, ``stock`` without any, else a count and a digest of the names."""
+    names = sorted(set(name.removesuffix(".patch") for name in omit))
+    if set(omit) >= set(series):
+        return "stock"
+    joined = "without-" + "+".join(names)
+    if len(joined) <= 120:
+        return joined
+    digest = hashlib.sha256("\n".join(names).encode()).hexdigest()[:8]
+    return f"without-{len(names)}-patches-{digest}"
 
 
 def _wheel(project: Project, cache: UpstreamCache, recipe_name: str, sdist: Path | None,

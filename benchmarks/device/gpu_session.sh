@@ -10,7 +10,7 @@
 #   gpu_session.sh install         # PEP 503 index, fresh venv, pip install [cu13], --version
 #   gpu_session.sh smoke [ARGS]    # hiraishin-llama-smoke in that venv
 #   gpu_session.sh spec            # llama-speculative-simple vs llama-server greedy
-#   gpu_session.sh fault NAME      # apply benchmarks/faults/fault-NAME.diff, rebuild, swap libggml-cuda.so in
+#   gpu_session.sh fault NAME      # apply benchmarks/faults/fault-NAME.diff, rebuild, swap the rebuilt files in
 #   gpu_session.sh unfault NAME    # revert it (the next rebuild picks it up)
 #
 # Each phase writes logs and JSON to $OUT. The machine keeps its files only
@@ -137,19 +137,23 @@ spec)
         --n-predict 600 --prompts 4 --expect differ --json "$OUT/spec-simple-off.json" 2>&1 | tail -6
     ;;
 fault|unfault)
+    # FAULT_TARGETS: what to rebuild; FAULT_SWAP: package files replaced by their rebuilt
+    # copies from the build tree's bin/ (defaults: the CUDA backend and the op tests).
     name=$2
     diff=$REPO/benchmarks/faults/fault-$name.diff
-    bin=$(package_bin)
-    [ -f "$bin/libggml-cuda.so.stack" ] || cp "$bin/libggml-cuda.so" "$bin/libggml-cuda.so.stack"
+    pkg=$(dirname "$(package_bin)")
+    swap=${FAULT_SWAP:-bin/libggml-cuda.so}
+    for f in $swap; do [ -f "$pkg/$f.stack" ] || cp "$pkg/$f" "$pkg/$f.stack"; done
     if [ "$1" = fault ]; then
         patch -p1 -d "$SRC/llama.cpp" < "$diff" || exit 1
         t=$(date +%s)
-        cmake --build "$BUILD" --target ggml-cuda test-backend-ops -j "$(nproc)" > "$OUT/rebuild-$name.log" 2>&1 || { tail -20 "$OUT/rebuild-$name.log"; exit 1; }
+        cmake --build "$BUILD" --target ${FAULT_TARGETS:-ggml-cuda test-backend-ops} -j "$(nproc)" > "$OUT/rebuild-$name.log" 2>&1 \
+            || { tail -20 "$OUT/rebuild-$name.log"; exit 1; }
         echo "rebuilt in $(( $(date +%s) - t ))s"
-        cp "$BUILD/bin/libggml-cuda.so" "$bin/libggml-cuda.so"
+        for f in $swap; do cp "$BUILD/bin/$(basename "$f")" "$pkg/$f"; done
     else
         patch -R -p1 -d "$SRC/llama.cpp" < "$diff" || exit 1
-        cp "$bin/libggml-cuda.so.stack" "$bin/libggml-cuda.so"
+        for f in $swap; do cp "$pkg/$f.stack" "$pkg/$f"; done
     fi
     ;;
 *)

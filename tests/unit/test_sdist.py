@@ -81,3 +81,14 @@ def test_sdist_without_a_patch_for_fault_builds(wheel_project: StackProject, tmp
     assert "batch-invariant" not in mmvq  # the omitted patch is the one that changed mmvq.cu
     with pytest.raises(ConfigError, match="cannot leave out nope.patch"):
         build_sdist(wheel_project.project, wheel_project.cache, tmp_path, omit=frozenset({"nope.patch"}))
+
+
+def test_fault_sdist_directory_names_stay_usable() -> None:
+    from hiraishin_build.cli import _without_dir_name
+
+    series = tuple(f"patch-number-{i}-with-a-long-descriptive-subject-line.patch" for i in range(8))
+    assert _without_dir_name(series[:1], series) == "without-patch-number-0-with-a-long-descriptive-subject-line"
+    assert _without_dir_name(series, series) == "stock"
+    many = _without_dir_name(series[:5], series)
+    assert many.startswith("without-5-patches-") and len(many) < 40
+    assert many != _without_dir_name(series[1:6], series)
