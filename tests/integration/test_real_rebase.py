@@ -19,8 +19,12 @@ from hiraishin_build.report import ChangeKind, PatchStatus
 from hiraishin_build.stack import apply_stack
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# An older release tag of the base on which the stack applies with an offset.
-OLDER = "feature-turboquant-kv-cache-b8983-9e3fb40"
+# An older release tag of the base on which the whole stack still applies.
+OLDER = "feature-turboquant-kv-cache-b9075-4f33166"
+# Older still: its vector flash-attention kernel predates the turbo V loops the
+# turbo patch rewrites, so that patch conflicts there and the rest applies.
+OLDEST = "feature-turboquant-kv-cache-b8983-9e3fb40"
+TURBO_PATCH = "ggml-cuda-turbo-v-loops-over-every-4-element-group-a-thread.patch"
 
 pytestmark = pytest.mark.integration
 
@@ -31,8 +35,8 @@ def real_cache() -> UpstreamCache:
     cache = UpstreamCache()
     if not cache.exists() or not cache.store().commit_exists(pin.commit):
         pytest.skip(f"the upstream cache {cache.git_dir} lacks the pinned commit: run `hiraishin upstream fetch`")
-    if cache.store().resolve(OLDER) is None:
-        pytest.skip(f"the upstream cache {cache.git_dir} lacks the tag {OLDER}: run `hiraishin upstream fetch`")
+    if cache.store().resolve(OLDER) is None or cache.store().resolve(OLDEST) is None:
+        pytest.skip(f"the upstream cache {cache.git_dir} lacks the tag {OLDER} or {OLDEST}: run `hiraishin upstream fetch`")
     return cache
 
 
@@ -53,6 +57,16 @@ def test_dry_run_onto_an_older_tag(real_cache: UpstreamCache) -> None:
     assert all(o.change is not None and o.change.kind in (ChangeKind.IDENTICAL, ChangeKind.CONTEXT)
                for o in report.outcomes)
     assert elapsed < 20, f"a dry run took {elapsed:.1f} s"
+
+
+def test_dry_run_names_the_patch_that_conflicts_on_a_much_older_tag(real_cache: UpstreamCache) -> None:
+    report = rebase.dry_run(Project(REPO_ROOT), real_cache, OLDEST)
+    conflicting = [o for o in report.outcomes if o.status is PatchStatus.CONFLICT]
+    assert [o.name for o in conflicting] == [TURBO_PATCH]
+    assert {hunk.file for hunk in conflicting[0].hunks} == {"ggml/src/ggml-cuda/fattn-vec.cuh"}
+    # after a conflict the dry run goes on without it, so every other patch has its own verdict
+    assert all(o.status in (PatchStatus.CLEAN, PatchStatus.OFFSET, PatchStatus.THREE_WAY)
+               for o in report.outcomes if o.name != TURBO_PATCH)
 
 
 def test_rebase_there_and_back_is_byte_identical(real_cache: UpstreamCache, project: Project) -> None:
