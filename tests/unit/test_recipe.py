@@ -196,6 +196,6 @@ def test_recipes_command_shows_needs_budget_and_label() -> None:
     listed = subprocess.run([sys.executable, "-m", "hiraishin_build.cli", "--project", str(REPO), "recipes"],
                             check=False, capture_output=True, text=True)
     assert listed.returncode == 0, listed.stderr
-    assert "size budget: 25 MB; version label +cpu" in listed.stdout
+    assert "size budget: 15 MB; version label +cpu" in listed.stdout
     assert "CUDA 12 nvcc (12.8 or newer); runs with the [cu12] extra" in listed.stdout  # cu12-sm120
     assert "[90-real, 90-virtual]" in listed.stdout and "version label +cu13.sm90" in listed.stdout
