@@ -5,6 +5,9 @@
 For each log writes DIR/<log name>.json: every case with its verdict (and the
 message test-backend-ops printed before a FAIL), the counts, and whether the
 run reached its summary line (a run cut off by a time limit has no summary).
+tests_passed/tests_total come from test-backend-ops' own summary and are the
+numbers to quote: a case line garbled by interleaved logging is not counted
+in "counts".
 """
 
 from __future__ import annotations
@@ -40,6 +43,11 @@ def parse(text: str) -> dict:
     summary = [line.strip() for line in text.splitlines()
                if re.search(r"tests passed|backends passed|^Summary:|^OK:|^FAIL", line.strip())]
     report: dict = {"summary_lines": summary, "complete": bool(summary)}
+    # The per-case lines can be interleaved with the backends' own logging, so the
+    # authoritative counts are those of test-backend-ops' "N/M tests passed" line.
+    passed = re.search(r"(\d+)/(\d+) tests passed", "\n".join(summary))
+    if passed:
+        report["tests_passed"], report["tests_total"] = int(passed[1]), int(passed[2])
     if cases:
         report["counts"] = dict(Counter(c["verdict"] for c in cases))
         report["cases"] = cases
