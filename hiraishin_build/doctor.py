@@ -38,6 +38,11 @@ class Nvcc(Tool):
     on_path: bool = True
     """False for an nvcc found only in site-packages (PyPI's nvidia-cuda-nvcc) whose bin/ is not on PATH."""
 
+    include_dirs: tuple[str, ...] = ()
+    library_dirs: tuple[str, ...] = ()
+    """Where this nvcc looks for headers and libraries (from its own --dryrun): the toolkit it belongs to,
+    even when the nvcc on PATH is a wrapper script elsewhere."""
+
 
 @dataclass(frozen=True)
 class Library:
@@ -59,6 +64,9 @@ class Environment:
     libraries: tuple[Library, ...] = ()
     gpus: tuple[str, ...] = ()
     """One line per GPU from nvidia-smi: name, compute capability, driver."""
+
+    cublas_dev: tuple[str | None, str | None] | None = None
+    """(cublas_v2.h, libcublas.so) of nvcc's toolkit, None for either not found; None when not looked for."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +123,30 @@ def find_nvcc() -> Nvcc:
     if not match:
         return Nvcc("nvcc", path, None, on_path=on_path)
     major, minor = int(match.group(1)), int(match.group(2))
-    return Nvcc("nvcc", path, f"{major}.{minor}", major, minor, on_path)
+    include_dirs, lib_dirs = _nvcc_search_dirs(path)
+    return Nvcc("nvcc", path, f"{major}.{minor}", major, minor, on_path, include_dirs, lib_dirs)
+
+
+def _nvcc_search_dirs(path: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The -I and -L directories nvcc passes to its host compiler and linker, without compiling anything."""
+    dryrun = proc.run([path, "--dryrun", "-c", "-x", "cu", os.devnull, "-o", os.devnull], check=False).output
+    include = re.search(r"^#\$ INCLUDES=(.*)$", dryrun, re.MULTILINE)
+    libraries = re.search(r"^#\$ LIBRARIES=(.*)$", dryrun, re.MULTILINE)
+
+    def dirs(line: re.Match[str] | None, flag: str) -> tuple[str, ...]:
+        if line is None:
+            return ()
+        found = [os.path.normpath(d) for d in re.findall(rf'"?{flag}([^"\s]+)"?', line.group(1))]
+        return tuple(d for d in dict.fromkeys(found) if not d.endswith("stubs"))
+
+    return dirs(include, "-I"), dirs(libraries, "-L")
+
+
+def find_cublas_dev(nvcc: Nvcc) -> tuple[str | None, str | None]:
+    """cublas_v2.h and the libcublas.so link name in the toolkit of `nvcc`: ggml-cuda links cuBLAS."""
+    header = next((str(Path(d) / "cublas_v2.h") for d in nvcc.include_dirs if (Path(d) / "cublas_v2.h").is_file()), None)
+    library = next((str(Path(d) / "libcublas.so") for d in nvcc.library_dirs if (Path(d) / "libcublas.so").exists()), None)
+    return header, library
 
 
 def library_dirs(nvcc: Nvcc) -> list[Path]:
@@ -169,6 +200,7 @@ def detect() -> Environment:
         nvcc=nvcc,
         libraries=find_libraries(nvcc),
         gpus=find_gpus(),
+        cublas_dev=find_cublas_dev(nvcc) if nvcc.found else None,
     )
 
 
@@ -216,6 +248,15 @@ def check_recipe(recipe: Recipe, env: Environment) -> Verdict:
         elif not nvcc.on_path and nvcc.path:
             reasons.append(f"nvcc {nvcc.version} is installed at {nvcc.path} but its directory is not on PATH")
             how.append(f"export PATH={Path(nvcc.path).parent}:$PATH")
+        if not reasons and env.cublas_dev is not None and None in env.cublas_dev:
+            header, library = env.cublas_dev
+            missing = [name for name, path in (("cublas_v2.h", header), ("libcublas.so", library)) if path is None]
+            where = ", ".join(nvcc.include_dirs + nvcc.library_dirs) or "its directories"
+            reasons.append(f"the CUDA {nvcc.version} toolkit of {nvcc.path} has no cuBLAS development files "
+                           f"({', '.join(missing)} not in {where}); ggml-cuda links cuBLAS")
+            how.append(f"install the toolkit's cuBLAS development package (e.g. `apt-get install "
+                       f"libcublas-dev-{nvcc.major}-{nvcc.minor or 0}`, or the whole cuda-toolkit-{nvcc.major}-"
+                       f"{nvcc.minor or 0}), or build in the CUDA {major} devel container")
         runtime = {lib.name: lib for lib in env.libraries}
         if not runtime.get("libcudart", Library("libcudart")).paths:
             notes.append(f"no libcudart found: not needed to build, but to run install the wheel with [{recipe.extra}]")
@@ -244,6 +285,10 @@ def report_lines(env: Environment, verdicts: list[Verdict]) -> list[str]:
     if env.nvcc.found and not env.nvcc.on_path:
         nvcc_line += "  (not on PATH)"
     lines.append(nvcc_line)
+    if env.cublas_dev is not None:
+        header, library = env.cublas_dev
+        lines.append(f"{'cuBLAS dev:':<14} " + ", ".join(path or f"{name} not found" for name, path in
+                                                        (("cublas_v2.h", header), ("libcublas.so", library))))
     for lib in env.libraries:
         where = ", ".join(lib.paths) if lib.paths else "not found"
         lines.append(f"{lib.name + ':':<14} {where}")

@@ -109,3 +109,29 @@ def test_detection_runs_here() -> None:
     env = doctor.detect()  # whatever this machine has; it must not raise
     assert env.python.found and env.git.found
     assert {lib.name for lib in env.libraries} >= {"libcudart", "libcublas"}
+
+
+def test_a_toolkit_without_cublas_development_files_cannot_build_cuda_recipes() -> None:
+    nvcc = Nvcc("nvcc", "/usr/local/bin/nvcc", "13.0", 13, 0, include_dirs=("/usr/local/cuda-13.0/include",),
+                library_dirs=("/usr/local/cuda-13.0/lib64",))
+    env = machine(nvcc, cublas_dev=(None, None))
+    verdict = doctor.check_recipe(recipe("cu13-sm90"), env)
+    assert not verdict.can_build
+    assert verdict.reasons[0].startswith("the CUDA 13.0 toolkit of /usr/local/bin/nvcc has no cuBLAS development "
+                                         "files (cublas_v2.h, libcublas.so not in /usr/local/cuda-13.0/include")
+    assert "libcublas-dev-13-0" in verdict.how[0] and "CUDA 13 devel container" in verdict.how[0]
+    assert doctor.check_recipe(recipe("cpu"), env).can_build
+    with_cublas = machine(nvcc, cublas_dev=("/usr/local/cuda-13.0/include/cublas_v2.h",
+                                            "/usr/local/cuda-13.0/lib64/libcublas.so"))
+    assert doctor.check_recipe(recipe("cu13-sm90"), with_cublas).can_build
+
+
+def test_nvcc_search_dirs_come_from_its_dry_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hiraishin_build import proc
+
+    dryrun = ('#$ _NVVM_BRANCH_=nvvm\n#$ TOP=/opt/cuda/bin/..\n'
+              '#$ INCLUDES="-I/opt/cuda/bin/../targets/x86_64-linux/include"  \n'
+              '#$ LIBRARIES=  "-L/opt/cuda/bin/../targets/x86_64-linux/lib/stubs" "-L/opt/cuda/bin/../targets/x86_64-linux/lib"\n')
+    monkeypatch.setattr(proc, "run", lambda *a, **k: proc.Completed(a[0], 0, dryrun, ""))
+    assert doctor._nvcc_search_dirs("/opt/cuda/bin/nvcc") == (
+        ("/opt/cuda/targets/x86_64-linux/include",), ("/opt/cuda/targets/x86_64-linux/lib",))
