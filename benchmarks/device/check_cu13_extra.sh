@@ -4,7 +4,7 @@ echo "== doctor"; hiraishin doctor --recipe cu13-sm90 2>&1 | sed -n 7,9p; hirais
 rm -rf /tmp/site /tmp/venv
 hiraishin index dist/wheels/cpu --out /tmp/site > /dev/null 2>&1
 python3 -m venv /tmp/venv
-nvsite=$(find / -maxdepth 7 -type d -path '*-packages/nvidia/cu13' 2>/dev/null | head -1); nvsite=$(dirname "$(dirname "$nvsite")")
+nvsite=$(find / -maxdepth 9 -type d -path '*-packages/nvidia/cu13' 2>/dev/null | head -1); nvsite=$(dirname "$(dirname "$nvsite")")
 echo "NVIDIA wheels at $nvsite"
 echo "$nvsite" > "$(/tmp/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/machine-nvidia-wheels.pth"
 /tmp/venv/bin/pip list 2>/dev/null | grep -i '^nvidia'

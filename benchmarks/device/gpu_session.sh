@@ -78,7 +78,7 @@ install)
     # torch): a .pth file puts that site-packages on the fresh venv's path, so
     # pip finds the extra already satisfied, as it would where they had been
     # installed before. The rest of the dependencies come from .whl/.
-    nvsite=$(find / -maxdepth 7 -type d -path '*-packages/nvidia/cu13' 2>/dev/null | head -1)
+    nvsite=$(find / -maxdepth 9 -type d -path '*-packages/nvidia/cu13' 2>/dev/null | head -1)
     if [ -n "$nvsite" ]; then
         nvsite=$(dirname "$(dirname "$nvsite")")
         echo "$nvsite" > "$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/machine-nvidia-wheels.pth"
