@@ -23,6 +23,7 @@ between the two is finished by ``--continue`` or undone by ``--abort``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -51,6 +52,7 @@ from .report import (
     PatchOutcome,
     PatchStatus,
     RebaseReport,
+    RebaseTarget,
     ScanReport,
     ScanRow,
     UpstreamCommit,
@@ -106,15 +108,9 @@ class Target:
 
 
 @dataclass(frozen=True)
-class RebaseState:
+class RebaseState(RebaseTarget):
     project: str
     workdir: str
-    onto_ref: str
-    onto_commit: str
-    pin_ref: str
-    pin_commit: str
-    relation: str
-    relation_note: str
     phase: Phase
     next: int
     """0-based index of the patch to apply next (or the one stopped at)."""
@@ -203,10 +199,8 @@ def _load(tree: WorkTree) -> RebaseState:
             raise ValueError(f"state version {data.get('version')}, expected {STATE_VERSION}")
         origin = data["origin"]
         return RebaseState(
+            **{f.name: data[f.name] for f in dataclasses.fields(RebaseTarget)},
             project=data["project"], workdir=data["workdir"],
-            onto_ref=data["onto_ref"], onto_commit=data["onto_commit"],
-            pin_ref=data["pin_ref"], pin_commit=data["pin_commit"],
-            relation=data["relation"], relation_note=data["relation_note"],
             phase=Phase(data["phase"]), next=int(data["next"]), head=data["head"],
             outcomes=tuple(outcome_from_data(item) for item in data["outcomes"]),
             origin=Origin(**origin) if origin is not None else None,
@@ -566,8 +560,7 @@ def _report(
     else:
         outcome = "stopped" if state.phase is Phase.CONFLICT else "finished"
     return RebaseReport(
-        onto_ref=state.onto_ref, onto_commit=state.onto_commit, pin_ref=state.pin_ref, pin_commit=state.pin_commit,
-        relation=state.relation, relation_note=state.relation_note, dry_run=dry_run, state=outcome,
+        **state.target_fields(), dry_run=dry_run, state=outcome,
         outcomes=state.outcomes, seconds=round(time.monotonic() - started, 3),
         workdir=None if dry_run else state.workdir, added=tuple(added), notes=(*state.notes, *notes),
     )
@@ -652,12 +645,7 @@ def start(project: Project, cache: UpstreamCache, onto: str, workdir: Path) -> R
     notes = tuple(warnings)
     if target.ref != target.commit and store.resolve(target.ref) and not _is_tag(store, target.ref):
         notes += (f"{target.ref} is a branch: the pin records it, but a branch moves; prefer a tag",)
-    state = RebaseState(
-        project=str(project.root.resolve()), workdir=str(workdir), onto_ref=target.ref, onto_commit=target.commit,
-        pin_ref=pin.ref, pin_commit=pin.commit, relation=target.relation.value, relation_note=target.note,
-        phase=Phase.APPLYING, next=0, head=target.commit, outcomes=_initial_outcomes(patches), origin=origin,
-        notes=notes,
-    )
+    state = replace(_initial_state(project, workdir, pin, target, patches), origin=origin, notes=notes)
     _save(tree, state)
     if target.relation is tags.Relation.OLDER:
         get_logger().warning(target.note)
@@ -839,7 +827,8 @@ def abort(project: Project, workdir: Path) -> AbortResult:
 
 # -- dry run and scan ---------------------------------------------------------
 
-def _scratch_state(project: Project, workdir: Path, pin: UpstreamPin, target: Target, patches: Sequence[Patch]) -> RebaseState:
+def _initial_state(project: Project, workdir: Path, pin: UpstreamPin, target: Target, patches: Sequence[Patch]) -> RebaseState:
+    """Nothing applied yet; `start` adds what it saved to restore (origin) and its notes."""
     return RebaseState(
         project=str(project.root.resolve()), workdir=str(workdir), onto_ref=target.ref, onto_commit=target.commit,
         pin_ref=pin.ref, pin_commit=pin.commit, relation=target.relation.value, relation_note=target.note,
@@ -866,7 +855,7 @@ def dry_run(project: Project, cache: UpstreamCache, onto: str) -> RebaseReport:
         tree = WorkTree(Path(scratch) / "llama.cpp")
         tree.prepare(cache, target.commit, pin.checkout, force=False)
         run = _Run(tree.path, cache, store, pin, target.commit, project.patches_dir)
-        state = _scratch_state(project, tree.path, pin, target, patches)
+        state = _initial_state(project, tree.path, pin, target, patches)
         _prime(run, state.outcomes)
         state = _advance(run, state, stop_at_conflict=False, persist=_no_persist)
         out = Path(scratch) / "patches"
@@ -896,7 +885,7 @@ def scan(project: Project, cache: UpstreamCache, refs: Sequence[str]) -> ScanRep
             cache.prefetch_blobs(target.commit, pin.checkout)
             tree.prepare(cache, target.commit, pin.checkout, force=True)
             run = _Run(tree.path, cache, store, pin, target.commit, project.patches_dir)
-            state = _scratch_state(project, tree.path, pin, target, patches)
+            state = _initial_state(project, tree.path, pin, target, patches)
             if number == 0:
                 _prime(run, state.outcomes)
             state = _advance(run, state, stop_at_conflict=False, persist=_no_persist)

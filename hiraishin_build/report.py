@@ -134,13 +134,22 @@ class PatchOutcome:
 
 
 @dataclass(frozen=True)
-class RebaseReport:
+class RebaseTarget:
+    """Where a rebase moves the stack from (the pin) and to: shared by its saved state and its report."""
+
     onto_ref: str
     onto_commit: str
     pin_ref: str
     pin_commit: str
     relation: str
     relation_note: str
+
+    def target_fields(self) -> dict[str, str]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(RebaseTarget)}
+
+
+@dataclass(frozen=True)
+class RebaseReport(RebaseTarget):
     dry_run: bool
     state: str
     """finished, stopped (at a conflict), or for a dry run: would finish, would stop."""
