@@ -21,7 +21,7 @@ from pathlib import Path
 def smoke_reports(data: dict) -> list[dict]:
     if "cases" in data:
         return [data]
-    return [r for value in data.get("raw", {}).values() for r in smoke_reports(value) if isinstance(value, dict)]
+    return [r for value in data.get("raw", {}).values() if isinstance(value, dict) for r in smoke_reports(value)]
 
 
 def fingerprints(path: Path) -> dict[tuple[str, str], set[tuple[str, str]]]:

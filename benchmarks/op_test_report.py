@@ -41,7 +41,7 @@ def parse(text: str) -> dict:
                               "verdict": "identical" if m["verdict"] == "identical" else "differ",
                               **({"max_abs_diff": float(m["max"])} if m["max"] else {})})
     summary = [line.strip() for line in text.splitlines()
-               if re.search(r"tests passed|backends passed|^Summary:|^OK:|^FAIL", line.strip())]
+               if re.search(r"tests passed|backends passed|^Summary:|^OK:|^FAIL|^\S+: \d+ cases,|^real\s", line.strip())]
     report: dict = {"summary_lines": summary, "complete": bool(summary)}
     # The per-case lines can be interleaved with the backends' own logging, so the
     # authoritative counts are those of test-backend-ops' "N/M tests passed" line.

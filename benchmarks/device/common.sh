@@ -22,3 +22,30 @@ wait_for_build() {
     done
     return "$(cat /tmp/wheel.rc)"
 }
+
+# user_venv VENV: a fresh venv as a user's, except that there is no package
+# index here: the CUDA 13 runtime wheels the [cu13] extra names are installed
+# on this machine in another environment (with torch), and a .pth file puts
+# that site-packages on the venv's path, so pip finds the extra already
+# satisfied, as where they had been installed before.
+user_venv() {
+    local venv=$1 nvsite
+    rm -rf "$venv" && python3 -m venv "$venv" || return 1
+    nvsite=$(find / -maxdepth 9 -type d -path '*-packages/nvidia/cu13' 2>/dev/null | head -1)
+    if [ -n "$nvsite" ]; then
+        nvsite=$(dirname "$(dirname "$nvsite")")
+        echo "$nvsite" > "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/machine-nvidia-wheels.pth"
+        echo "NVIDIA wheels of this machine: $nvsite"
+        "$venv/bin/pip" list 2>/dev/null | grep -i '^nvidia'
+    fi
+}
+
+# install_from_index VENV SITE VARIANT: pip install 'hiraishin-llama[cu13]' from SITE/VARIANT/simple
+# (other dependencies from .whl/), then hiraishin-llama --version; a transcript on stdout.
+install_from_index() {
+    local venv=$1 site=$2 variant=$3
+    echo "\$ pip install 'hiraishin-llama[cu13]' --index-url file://$site/$variant/simple --find-links .whl"
+    "$venv/bin/pip" install --no-cache-dir --index-url "file://$site/$variant/simple" --find-links .whl 'hiraishin-llama[cu13]'
+    echo "exit $?"
+    echo "\$ hiraishin-llama --version"; "$venv/bin/hiraishin-llama" --version; echo "exit $?"
+}

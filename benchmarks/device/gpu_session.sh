@@ -72,23 +72,8 @@ install)
     hiraishin index "$WHEEL_DIR" --out /tmp/site 2>&1 | tee "$OUT/index.txt"
     find /tmp/site -type f | sort > "$OUT/site-files.txt"
     cp /tmp/wheel.out "$OUT/wheel.out" 2>/dev/null
-    rm -rf "$VENV" && python3 -m venv "$VENV"
-    # There is no package index here. The CUDA 13 runtime wheels the [cu13]
-    # extra names are installed on this machine in another environment (with
-    # torch): a .pth file puts that site-packages on the fresh venv's path, so
-    # pip finds the extra already satisfied, as it would where they had been
-    # installed before. The rest of the dependencies come from .whl/.
-    nvsite=$(find / -maxdepth 9 -type d -path '*-packages/nvidia/cu13' 2>/dev/null | head -1)
-    if [ -n "$nvsite" ]; then
-        nvsite=$(dirname "$(dirname "$nvsite")")
-        echo "$nvsite" > "$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/machine-nvidia-wheels.pth"
-        echo "NVIDIA wheels of this machine: $nvsite"
-        "$VENV/bin/pip" list 2>/dev/null | grep -i '^nvidia' | tee "$OUT/nvidia-wheels.txt"
-    fi
-    { echo "\$ pip install 'hiraishin-llama[cu13]' --index-url file:///tmp/site/cu13-sm90/simple --find-links .whl"
-      "$VENV/bin/pip" install --no-cache-dir --index-url file:///tmp/site/cu13-sm90/simple --find-links "$REPO/.whl" \
-          'hiraishin-llama[cu13]'; echo "exit $?"; } 2>&1 | tee "$OUT/install-transcript.txt"
-    { echo "\$ hiraishin-llama --version"; "$VENV/bin/hiraishin-llama" --version; echo "exit $?"; } 2>&1 | tee "$OUT/version.txt"
+    user_venv "$VENV" | tee "$OUT/nvidia-wheels.txt"
+    install_from_index "$VENV" /tmp/site "$RECIPE" 2>&1 | tee "$OUT/install-transcript.txt"
     python3 - "$WHEEL_DIR" > "$OUT/wheel.json" <<'PY'
 import json, os, sys, glob
 d = sys.argv[1]

@@ -4,15 +4,11 @@ llama-speculative-simple decodes each prompt with a draft model (the target
 itself, so every verify batch is full, or a small model sharing the
 vocabulary) and greedy sampling. Its text must equal plain greedy decoding of
 the same prompt, character for character, over the text both produced. The
-reference (--reference):
-
-- no-draft (default): the same program with drafting disabled (--draft-min
-  above --draft-max clears every draft), i.e. one token per decode call, as
-  llama-simple decodes;
-- server: the wheel's llama-server without a draft (one slot, temperature 0)
-  via /completion. It needs a model whose output is valid UTF-8: the server
-  answers 500 "Failed to parse input" when the generated text is not, which
-  is what random synthetic weights produce within a few hundred tokens.
+reference is the same program with drafting disabled (--draft-min above
+--draft-max clears every draft), i.e. one token per decode call, as
+llama-simple decodes. (llama-server's /completion cannot be the reference for
+synthetic models: it answers 500 "Failed to parse input" as soon as the
+generated text is not valid UTF-8, which random weights produce.)
 
     python3 spec_vs_greedy.py --model TARGET.gguf --draft DRAFT.gguf [--draft TARGET.gguf] \
         --n-predict 600 --prompts 4 --json report.json [--expect identical|differ]
@@ -26,62 +22,15 @@ import argparse
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def prompts(n: int, seed: int) -> list[str]:
     rng = random.Random(seed)
     words = "the of and a to in is was that for on with as by at from his her they this which".split()
     return [" ".join(rng.choice(words) for _ in range(48)) for _ in range(n)]
-
-
-def server_completions(model: Path, texts: list[str], n_predict: int, ctx: int) -> list[str]:
-    port = free_port()
-    server = subprocess.Popen(
-        ["llama-server", "-m", str(model), "--port", str(port), "--host", "127.0.0.1", "-np", "1", "-c", str(ctx),
-         "-ngl", "99", "-fa", "on", "--no-warmup", "--reasoning-format", "none", "--chat-template", "chatml"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if server.poll() is not None or time.time() > deadline:
-                raise SystemExit(f"llama-server did not come up:\n{server.stderr.read()[-3000:]}")
-            time.sleep(0.5)
-        out = []
-        for text in texts:
-            body = json.dumps({"prompt": text, "n_predict": n_predict, "temperature": 0.0, "top_k": 1,
-                               "cache_prompt": False}).encode()
-            req = urllib.request.Request(f"http://127.0.0.1:{port}/completion", data=body,
-                                         headers={"Content-Type": "application/json"})
-            try:
-                with urllib.request.urlopen(req, timeout=600) as r:
-                    out.append(json.load(r)["content"])
-            except urllib.error.HTTPError as e:
-                server.terminate()
-                raise SystemExit(f"llama-server answered {e.code}: {e.read().decode(errors='replace')[:2000]}\n"
-                                 f"{server.communicate(timeout=30)[1][-3000:]}")
-        return out
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def speculative(model: Path, draft: Path, text: str, n_predict: int, ctx: int, draft_max: int,
@@ -118,20 +67,16 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--expect", choices=["identical", "differ"], default="identical")
-    ap.add_argument("--reference", choices=["no-draft", "server"], default="no-draft")
     args = ap.parse_args()
 
     texts = prompts(args.prompts, args.seed)
-    if args.reference == "server":
-        reference = server_completions(args.model, texts, args.n_predict, args.ctx)
-    else:
-        reference = []
-        for text in texts:
-            generated, stats = speculative(args.model, args.model, text, args.n_predict, args.ctx, args.draft_max,
-                                           draft_min=args.draft_max + 1000)
-            if stats.get("n_drafted") not in (None, "0"):
-                raise SystemExit(f"drafting was not disabled for the reference: {stats}")
-            reference.append(generated)
+    reference = []
+    for text in texts:
+        generated, stats = speculative(args.model, args.model, text, args.n_predict, args.ctx, args.draft_max,
+                                       draft_min=args.draft_max + 1000)
+        if stats.get("n_drafted") not in (None, "0"):
+            raise SystemExit(f"drafting was not disabled for the reference: {stats}")
+        reference.append(generated)
     runs = []
     for draft in args.draft:
         for i, text in enumerate(texts):
@@ -145,7 +90,7 @@ def main() -> int:
             print(f"draft {draft.name} prompt {i}: {'identical' if first_diff is None else f'differs at char {first_diff}'} "
                   f"over {n} chars; {stats}", flush=True)
     identical = all(r["identical"] for r in runs)
-    report = {"tool": "spec_vs_greedy.py", "reference": args.reference, "model": args.model.name,
+    report = {"tool": "spec_vs_greedy.py", "reference": "no-draft decoding", "model": args.model.name,
               "n_predict": args.n_predict,
               "draft_max": args.draft_max, "switch": {k: os.environ.get(k) for k in
                                                       ("GGML_BATCH_INVARIANT", "GGML_CUDA_BATCH_INVARIANT")},

@@ -16,13 +16,8 @@ rc=$?; echo "wheel exit $rc after $(( $(date +%s) - t0 ))s"; tail -3 "$OUT/wheel
 wheel_dir=$(dirname "$sdist")/wheels/cu13-sm90
 ls -la "$wheel_dir"/*.whl | tee "$OUT/wheel-ls.txt"
 hiraishin index "$wheel_dir" --out /tmp/site > "$OUT/index.txt" 2>&1 || { cat "$OUT/index.txt"; exit 1; }
-python3 -m venv /tmp/venv
-nvsite=$(find / -maxdepth 9 -type d -path '*-packages/nvidia/cu13' 2>/dev/null | head -1)
-nvsite=$(dirname "$(dirname "$nvsite")")
-echo "$nvsite" > "$(/tmp/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/machine-nvidia-wheels.pth"
-{ echo "\$ pip install 'hiraishin-llama[cu13]' --index-url file:///tmp/site/cu13-sm90/simple --find-links .whl"
-  /tmp/venv/bin/pip install --no-cache-dir --index-url file:///tmp/site/cu13-sm90/simple --find-links .whl 'hiraishin-llama[cu13]'
-  echo "exit $?"; echo "\$ hiraishin-llama --version"; /tmp/venv/bin/hiraishin-llama --version; echo "exit $?"; } > "$OUT/install-transcript.txt" 2>&1
+user_venv /tmp/venv > "$OUT/nvidia-wheels.txt"
+install_from_index /tmp/venv /tmp/site cu13-sm90 > "$OUT/install-transcript.txt" 2>&1
 tail -4 "$OUT/install-transcript.txt"
 t1=$(date +%s)
 /tmp/venv/bin/hiraishin-llama-smoke --json "$OUT/smoke.json" "$@" > "$OUT/smoke.log" 2>&1

@@ -58,6 +58,7 @@ def test_a_run_cut_off_before_its_summary_is_marked_incomplete() -> None:
 def test_batch_invariance_program_cases() -> None:
     report = op_test_report.parse(BATCH_INVARIANCE_LOG)
     assert report["counts"] == {"identical": 1, "differ": 1}
+    assert "CUDA0: 2 cases, 1 identical, 1 differing, 0 configurations skipped, 0 failures" in report["summary_lines"]
     differ = report["cases"][1]
     assert differ["n"] == 5 and differ["max_abs_diff"] == 9.918e-05
     assert report["complete"] is True
