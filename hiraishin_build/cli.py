@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from . import __version__, log, toolchain
+from . import __version__, log
 from . import rebase as rebasing, report, tags
 from .cache import UpstreamCache
 from .errors import HiraishinError
@@ -378,11 +378,16 @@ def build(obj: Context, source: str | None, recipe_name: str | None, no_isolatio
             cache.fetch(source or pin.url, pin)
     cache.verify(pin)
     if recipe_name is None:
-        machine = toolchain.detect()
-        recipe_name = toolchain.recipe_for(machine, load_recipes(project.recipes_dir)).name
+        from . import doctor
+
+        env = doctor.detect()
+        recipe, passed_over = doctor.recipe_for(env, load_recipes(project.recipes_dir))
+        recipe_name = recipe.name
         click.echo(f"recipe for this machine: {recipe_name} "
-                   f"(GPU compute capability: {', '.join(machine.compute_capabilities) or 'none'}, "
-                   f"CUDA: {machine.cuda_major or 'none'})")
+                   f"(GPU compute capability: {', '.join(doctor.compute_capabilities(env)) or 'none'}, "
+                   f"nvcc: {env.nvcc.version or 'none'})")
+        for reason in passed_over:
+            click.echo(f"  not {reason} (`hiraishin doctor` says how to fix it)")
     wheel = _wheel(project, cache, recipe_name, None, not no_isolation, jobs)
     click.echo(f"wheel: {wheel.path} ({wheel.size / 1e6:.1f} MB)")
     if no_smoke:

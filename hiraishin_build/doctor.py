@@ -263,6 +263,33 @@ def check_recipe(recipe: Recipe, env: Environment) -> Verdict:
     return Verdict(recipe.name, not reasons, tuple(reasons), tuple(dict.fromkeys(how)), tuple(notes))
 
 
+def compute_capabilities(env: Environment) -> tuple[str, ...]:
+    """Of the GPUs found, as recipes name them: "NVIDIA H200, 9.0, 580.159.04" -> "90"."""
+    found = []
+    for line in env.gpus:
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) >= 2 and re.fullmatch(r"\d+\.\d+", fields[1]):
+            found.append(fields[1].replace(".", ""))
+    return tuple(dict.fromkeys(found))
+
+
+def recipe_for(env: Environment, recipes: list[Recipe]) -> tuple[Recipe, tuple[str, ...]]:
+    """The CUDA recipe for this machine's GPU that its toolchain can build, else the CPU recipe;
+    with why each CUDA recipe for the GPU was passed over."""
+    by_name = {recipe.name: recipe for recipe in recipes}
+    passed_over: list[str] = []
+    for capability in compute_capabilities(env):
+        for major in (13, 12):
+            recipe = by_name.get(f"cu{major}-sm{capability}")
+            if recipe is None:
+                continue
+            verdict = check_recipe(recipe, env)
+            if verdict.can_build:
+                return recipe, tuple(passed_over)
+            passed_over.append(f"{recipe.name}: " + "; ".join(verdict.reasons))
+    return by_name["cpu"], tuple(passed_over)
+
+
 def require_buildable(recipe: Recipe, env: Environment) -> Verdict:
     verdict = check_recipe(recipe, env)
     if not verdict.can_build:

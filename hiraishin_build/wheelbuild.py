@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import proc, repair, toolchain
+from . import doctor, proc, repair
 from .errors import WheelBuildError
 from .log import get_logger
 from .recipe import Recipe
@@ -68,26 +68,8 @@ def build_wheel(
                                   hint="pass the .tar.gz from `hiraishin sdist`, or the directory it unpacks to")
     elif not sdist.is_file():
         raise WheelBuildError(f"sdist {sdist} does not exist", hint="make one with `hiraishin sdist`")
-    if recipe.backend == "cuda":
-        found = toolchain.nvcc_major()
-        if found != recipe.cuda_major:
-            raise WheelBuildError(
-                f"recipe {recipe.name} needs CUDA {recipe.cuda_major}'s nvcc, but "
-                + ("no nvcc is on PATH" if found is None else f"the nvcc on PATH is CUDA {found}"),
-                hint=(f"install the CUDA {recipe.cuda_major} toolkit (or build in a CUDA {recipe.cuda_major} devel "
-                      "container) and put its bin/ on PATH"
-                      + ("; for CUDA 13, PyPI's nvidia-cuda-nvcc also ships nvcc" if recipe.cuda_major == 13 else
-                         "; PyPI's nvidia-cuda-nvcc-cu12 ships only ptxas, not nvcc")),
-            )
-        needed = recipe.min_cuda
-        if needed and needed[1]:  # e.g. sm_120 needs 12.8: the major alone does not say
-            from .doctor import find_nvcc, toolkit_hint
-
-            nvcc = find_nvcc()
-            if nvcc.major is not None and (nvcc.major, nvcc.minor or 0) < needed:
-                raise WheelBuildError(
-                    f"recipe {recipe.name} needs CUDA {needed[0]}.{needed[1]} or newer, but the nvcc on PATH is "
-                    f"CUDA {nvcc.version}", hint=toolkit_hint(needed[0]))
+    # Refused before a long build: no compiler, the wrong nvcc, a toolkit without cuBLAS (exit 11).
+    doctor.require_buildable(recipe, doctor.detect())
     final_dir, out_dir = out_dir, out_dir / "unrepaired"
     out_dir.mkdir(parents=True, exist_ok=True)
     before = set(out_dir.glob("*.whl"))

@@ -135,3 +135,19 @@ def test_nvcc_search_dirs_come_from_its_dry_run(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(proc, "run", lambda *a, **k: proc.Completed(a[0], 0, dryrun, ""))
     assert doctor._nvcc_search_dirs("/opt/cuda/bin/nvcc") == (
         ("/opt/cuda/targets/x86_64-linux/include",), ("/opt/cuda/targets/x86_64-linux/lib",))
+
+
+def test_the_main_job_picks_the_cuda_recipe_this_machine_can_build() -> None:
+    from hiraishin_build.recipe import load_recipes
+
+    recipes = load_recipes(REPO / "recipes")
+    assert doctor.compute_capabilities(machine()) == ("90",)
+    assert doctor.recipe_for(machine(), recipes) == (recipe("cu13-sm90"), ())
+    assert doctor.recipe_for(machine(gpus=()), recipes)[0].name == "cpu"  # no GPU
+    assert doctor.recipe_for(machine(gpus=("Tesla T4, 7.5, 580.1",)), recipes)[0].name == "cpu"  # no recipe for sm_75
+    chosen, passed_over = doctor.recipe_for(machine(Nvcc("nvcc")), recipes)  # a GPU but no nvcc
+    assert chosen.name == "cpu"
+    assert passed_over == ("cu13-sm90: needs CUDA 13's nvcc; none found", "cu12-sm90: needs CUDA 12's nvcc; none found")
+    no_cublas = machine(cublas_dev=(None, None))
+    chosen, passed_over = doctor.recipe_for(no_cublas, recipes)
+    assert chosen.name == "cpu" and "no cuBLAS development files" in passed_over[0]

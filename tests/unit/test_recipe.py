@@ -4,7 +4,6 @@ import pytest
 
 from hiraishin_build.errors import ConfigError
 from hiraishin_build.recipe import COMMON_DEFINES, find_recipe, load_recipe, load_recipes
-from hiraishin_build.toolchain import Machine, recipe_for
 from hiraishin_build.wheelbuild import pip_wheel_command
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,14 +67,6 @@ def test_unknown_recipe_name_suggests(tmp_path: Path) -> None:
         find_recipe(tmp_path, "cu13-sm89")
 
 
-def test_recipe_for_this_machine() -> None:
-    recipes = load_recipes(REPO / "recipes")
-    assert recipe_for(Machine(("90",), 13), recipes).name == "cu13-sm90"
-    assert recipe_for(Machine(("90",), None), recipes).name == "cpu"  # no nvcc: cannot build CUDA
-    assert recipe_for(Machine((), 13), recipes).name == "cpu"  # no GPU
-    assert recipe_for(Machine(("75",), 13), recipes).name == "cpu"  # no recipe for that GPU
-
-
 def test_pip_wheel_command_hands_over_every_define(tmp_path: Path) -> None:
     recipe = find_recipe(REPO / "recipes", "cu13-sm90")
     command = pip_wheel_command(tmp_path / "s.tar.gz", recipe, tmp_path / "out", tmp_path / "build", isolated=False)
@@ -121,19 +112,23 @@ def test_wheel_cmake_define_must_be_key_value(tmp_path: Path) -> None:
 
 
 def test_cuda_wheel_without_the_matching_nvcc_is_refused_up_front(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hiraishin_build import toolchain
-    from hiraishin_build.wheelbuild import WheelBuildError, build_wheel
+    from hiraishin_build import doctor
+    from hiraishin_build.errors import ToolchainMissing
+    from hiraishin_build.wheelbuild import build_wheel
+
+    from tests.unit.test_doctor import machine
 
     sdist = tmp_path / "hiraishin_llama-1.1.tar.gz"
     sdist.write_bytes(b"")
     recipe = find_recipe(REPO / "recipes", "cu13-sm90")
-    monkeypatch.setattr(toolchain, "nvcc_major", lambda: None)
-    with pytest.raises(WheelBuildError, match="needs CUDA 13's nvcc, but no nvcc is on PATH"):
+    monkeypatch.setattr(doctor, "detect", lambda: machine(doctor.Nvcc("nvcc")))
+    with pytest.raises(ToolchainMissing, match="needs CUDA 13's nvcc; none found") as raised:
         build_wheel(sdist, recipe, tmp_path / "out", build_dir=tmp_path / "build")
-    monkeypatch.setattr(toolchain, "nvcc_major", lambda: 12)
-    with pytest.raises(WheelBuildError, match="the nvcc on PATH is CUDA 12"):
+    assert raised.value.exit_code == 11
+    monkeypatch.setattr(doctor, "detect", lambda: machine(doctor.Nvcc("nvcc", "/opt/cuda-12.4/bin/nvcc", "12.4", 12, 4)))
+    with pytest.raises(ToolchainMissing, match="/opt/cuda-12.4/bin/nvcc is CUDA 12.4"):
         build_wheel(sdist, recipe, tmp_path / "out", build_dir=tmp_path / "build")
-    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "out").exists()  # refused before anything was written
 
 
 def test_every_repository_recipe_has_a_budget_and_a_name_that_says_what_it_builds() -> None:
@@ -177,14 +172,16 @@ def test_recipe_file_name_must_match_its_contents(tmp_path: Path) -> None:
 
 
 def test_a_too_old_minor_is_refused_before_building(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hiraishin_build import doctor, toolchain
-    from hiraishin_build.wheelbuild import WheelBuildError, build_wheel
+    from hiraishin_build import doctor
+    from hiraishin_build.errors import ToolchainMissing
+    from hiraishin_build.wheelbuild import build_wheel
+
+    from tests.unit.test_doctor import machine
 
     sdist = tmp_path / "hiraishin_llama-1.1.tar.gz"
     sdist.write_bytes(b"")
-    monkeypatch.setattr(toolchain, "nvcc_major", lambda: 12)
-    monkeypatch.setattr(doctor, "find_nvcc", lambda: doctor.Nvcc("nvcc", "/opt/cuda/bin/nvcc", "12.4", 12, 4))
-    with pytest.raises(WheelBuildError, match=r"needs CUDA 12\.8 or newer, but the nvcc on PATH is CUDA 12\.4"):
+    monkeypatch.setattr(doctor, "detect", lambda: machine(doctor.Nvcc("nvcc", "/opt/cuda/bin/nvcc", "12.4", 12, 4)))
+    with pytest.raises(ToolchainMissing, match=r"needs CUDA 12\.8 or newer for sm_120; /opt/cuda/bin/nvcc is CUDA 12\.4"):
         build_wheel(sdist, find_recipe(REPO / "recipes", "cu12-sm120"), tmp_path / "out", build_dir=tmp_path / "b")
     assert not (tmp_path / "out").exists()
 
