@@ -357,6 +357,76 @@ def index_command(wheel_dir: Path, site: Path) -> None:
         click.echo(f"no labelled hiraishin_llama wheels under {wheel_dir}", err=True)
 
 
+# -- CI ---------------------------------------------------------------------
+
+@cli.command("matrix")
+@click.option("--format", "output_format", type=click.Choice(["table", "json", "github"]), default="table",
+              show_default=True,
+              help="table: for people; json: readable JSON; github: the compact {\"include\": [...]} object for "
+                   "strategy.matrix (echo \"matrix=$(hiraishin matrix --format github)\" >> \"$GITHUB_OUTPUT\").")
+@click.option("--recipe", "only", multiple=True, metavar="NAME",
+              help="Only these recipes (repeatable; default: every recipe in recipes/).")
+@pass_context
+def matrix_command(obj: Context, output_format: str, only: tuple[str, ...]) -> None:
+    """The CI wheel matrix: one job per recipe, from recipes/ and ci/matrix.toml."""
+    from . import matrix
+
+    project = obj.project()
+    jobs = matrix.build_matrix(project, only)
+    if output_format == "github":
+        click.echo(matrix.github_json(jobs))
+    elif output_format == "json":
+        click.echo(matrix.readable_json(jobs, project), nl=False)
+    else:
+        rows = [matrix.TABLE_HEADER, *matrix.table_rows(jobs)]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(matrix.TABLE_HEADER))]
+        for row in rows:
+            click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+        click.echo(f"{len(jobs)} job(s) from {project.recipes_dir} and {matrix.config_path(project)}", err=True)
+
+
+@cli.group()
+def workflows() -> None:
+    """The GitHub Actions workflows: ci/workflows/ installed as .github/workflows/."""
+
+
+@workflows.command("sync")
+@pass_context
+def workflows_sync(obj: Context) -> None:
+    """Write .github/workflows/ from ci/workflows/ (stale generated files are removed)."""
+    from . import workflows as wf
+
+    result = wf.sync(obj.project())
+    for name in result.written:
+        click.echo(f"  written    {wf.INSTALLED_DIR / name}")
+    for name in result.removed:
+        click.echo(f"  removed    {wf.INSTALLED_DIR / name} (its source is gone)")
+    for name in result.foreign:
+        click.echo(f"  left alone {wf.INSTALLED_DIR / name} (not generated from {wf.SOURCE_DIR}/)", err=True)
+    click.echo(f"{len(result.written)} written, {len(result.unchanged)} unchanged, {len(result.removed)} removed")
+
+
+@workflows.command("check")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the actionlint result (version, files, findings) to this JSON file.")
+@pass_context
+def workflows_check(obj: Context, json_path: Path | None) -> None:
+    """Fail unless .github/workflows/ is what ci/workflows/ generates and actionlint finds no problem."""
+    import json
+
+    from . import workflows as wf
+
+    project = obj.project()
+    wf.check_sync(project)
+    result = wf.lint_installed(project)
+    if json_path is not None:
+        json_path.write_text(json.dumps(result.as_dict(), indent=2) + "\n")
+    wf.require_clean(result)
+    shellcheck = "with shellcheck on run: blocks" if result.shellcheck else "without shellcheck (none on PATH)"
+    click.echo(f"ok: {len(result.files)} workflow(s) in sync with {wf.SOURCE_DIR}/ and clean under "
+               f"{result.version} ({shellcheck})")
+
+
 # -- the main job -----------------------------------------------------------
 
 @cli.command("build")

@@ -134,3 +134,15 @@ class IndexBuildError(HiraishinError):
     """The wheels given cannot make a consistent index (e.g. a published name with other bytes)."""
 
     exit_code = 13
+
+
+class MatrixError(ConfigError):
+    """The CI matrix cannot be derived from recipes/ and ci/matrix.toml (a missing or malformed CI setting)."""
+
+
+class WorkflowsOutOfSync(CheckFailed):
+    """.github/workflows/ differs from what ci/workflows/ generates."""
+
+
+class WorkflowLintFailed(CheckFailed):
+    """actionlint found problems in a workflow, or could not run."""

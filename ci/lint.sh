@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The lint job: Python (ruff: pyflakes' checks and syntax errors), the CI
+# scripts (shellcheck), and the workflows (installed copies in sync with
+# ci/workflows/, actionlint clean).
+#   ci/lint.sh
+# shellcheck source=ci/common.sh
+source "$(dirname "$0")/common.sh"
+cd "$ROOT"
+require_hiraishin
+
+group "ruff"
+ruff check --no-cache --select F,E4,E7,E9 hiraishin_build tests benchmarks wheels
+endgroup
+
+group "shellcheck ci/*.sh .ci/run"
+shellcheck -x ci/*.sh .ci/run
+endgroup
+
+group "workflows"
+hiraishin workflows check
+endgroup
