@@ -25,6 +25,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -64,7 +65,8 @@ class NotRun:
 
 def run_step(step: Step, cwd: Path, env: dict[str, str], log_dir: Path) -> Step:
     started = time.monotonic()
-    log_path = log_dir / f"{len(list(log_dir.iterdir())):02d}-{step.job}-{step.step}.log".replace(" ", "-")
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", f"{step.job}-{step.step}").strip("-")[:60]
+    log_path = log_dir / f"{len(list(log_dir.iterdir())):02d}-{slug}.log"
     print(f"==> [{step.job}] {step.step}: {step.command}", flush=True)
     with log_path.open("w") as log:
         completed = subprocess.run(["bash", "-c", step.command], cwd=cwd, env={**env, **step.env},
