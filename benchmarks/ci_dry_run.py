@@ -28,6 +28,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -84,11 +85,51 @@ def git_commit() -> str:
                           check=True).stdout.strip()
 
 
+def record_static(clone: Path, env: dict[str, str], tool: list[str], commit: str,
+                  started: datetime.datetime, device: str, scratch: Path) -> dict[str, str]:
+    """Write ci-matrix.json and ci-actionlint.json from the clone; return the common facts."""
+    matrix_json = subprocess.run([*tool, "matrix", "--format", "json"], cwd=clone, env=env,
+                                 capture_output=True, text=True, check=True).stdout
+    github_json = subprocess.run([*tool, "matrix", "--format", "github"], cwd=clone, env=env,
+                                 capture_output=True, text=True, check=True).stdout.strip()
+    lint_path = scratch / "actionlint.json"
+    lint_run = subprocess.run([*tool, "workflows", "check", "--json", str(lint_path)], cwd=clone, env=env,
+                              capture_output=True, text=True)
+
+    base = {
+        "commit": commit,
+        "recorded": started.isoformat(timespec="seconds"),
+        "device": device,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    matrix = json.loads(matrix_json)
+    (RESULTS / "ci-matrix.json").write_text(json.dumps({
+        "name": "ci-matrix", **base,
+        "command": "hiraishin matrix --format json",
+        "jobs": len(matrix["jobs"]),
+        "recipes": len(matrix["recipes"]),
+        "github_format": {"command": "hiraishin matrix --format github", "bytes": len(github_json),
+                          "include_entries": len(json.loads(github_json)["include"])},
+        "matrix": matrix,
+    }, indent=2) + "\n")
+    lint = json.loads(lint_path.read_text()) if lint_path.is_file() else {}
+    (RESULTS / "ci-actionlint.json").write_text(json.dumps({
+        "name": "ci-actionlint", **base,
+        "command": "hiraishin workflows check --json FILE",
+        "exit_code": lint_run.returncode,
+        "output": (lint_run.stdout + lint_run.stderr).strip().splitlines()[-TAIL_LINES:],
+        **lint,
+    }, indent=2) + "\n")
+    return base
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", required=True, help="the machine, in words")
     parser.add_argument("--quick", action="store_true", help="leave out the cpu wheel build and its smoke test")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    parser.add_argument("--static-only", action="store_true",
+                        help="only ci-matrix.json and ci-actionlint.json (no job steps run)")
     args = parser.parse_args()
 
     commit = git_commit()
@@ -97,6 +138,13 @@ def main() -> None:
     logs.mkdir()
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     subprocess.run(["git", "-C", str(clone), "checkout", "-q", commit], check=True)
+    if args.static_only:
+        started = datetime.datetime.now(datetime.timezone.utc)
+        record_static(clone, dict(os.environ), [sys.executable, "-m", "hiraishin_build.cli"], commit, started,
+                      args.device, scratch)
+        print(f"wrote {RESULTS / 'ci-matrix.json'} and ci-actionlint.json")
+        shutil.rmtree(scratch, ignore_errors=True)
+        return
     env = {key: value for key, value in os.environ.items() if not key.startswith("GITHUB_")}
     env.update({"HIRAISHIN_CI_VENV": str(venv), "PATH": f"{venv / 'bin'}:{env['PATH']}"})
     sdist_dir, published, site = dist / "sdist", dist / "published", dist / "site"
@@ -160,38 +208,7 @@ def main() -> None:
     for step in steps:
         run_step(step, clone, env, logs)
 
-    matrix_json = subprocess.run(["hiraishin", "matrix", "--format", "json"], cwd=clone, env=env,
-                                 capture_output=True, text=True, check=True).stdout
-    github_json = subprocess.run(["hiraishin", "matrix", "--format", "github"], cwd=clone, env=env,
-                                 capture_output=True, text=True, check=True).stdout.strip()
-    lint_path = scratch / "actionlint.json"
-    lint_run = subprocess.run(["hiraishin", "workflows", "check", "--json", str(lint_path)], cwd=clone, env=env,
-                              capture_output=True, text=True)
-
-    base = {
-        "commit": commit,
-        "recorded": started.isoformat(timespec="seconds"),
-        "device": args.device,
-    }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    matrix = json.loads(matrix_json)
-    (RESULTS / "ci-matrix.json").write_text(json.dumps({
-        "name": "ci-matrix", **base,
-        "command": "hiraishin matrix --format json",
-        "jobs": len(matrix["jobs"]),
-        "recipes": len(matrix["recipes"]),
-        "github_format": {"command": "hiraishin matrix --format github", "bytes": len(github_json),
-                          "include_entries": len(json.loads(github_json)["include"])},
-        "matrix": matrix,
-    }, indent=2) + "\n")
-    lint = json.loads(lint_path.read_text()) if lint_path.is_file() else {}
-    (RESULTS / "ci-actionlint.json").write_text(json.dumps({
-        "name": "ci-actionlint", **base,
-        "command": "hiraishin workflows check --json FILE",
-        "exit_code": lint_run.returncode,
-        "output": (lint_run.stdout + lint_run.stderr).strip().splitlines()[-TAIL_LINES:],
-        **lint,
-    }, indent=2) + "\n")
+    base = record_static(clone, env, ["hiraishin"], commit, started, args.device, scratch)
     wheel = sorted(cpu_wheels.glob("*.whl"))
     smoke_report = dist / "smoke-cpu" / "smoke.json"
     (RESULTS / "ci-local-dry-run.json").write_text(json.dumps({
