@@ -39,19 +39,30 @@ def fingerprints(path: Path) -> dict[tuple[str, str], set[tuple[str, str]]]:
 
 
 def compare(reference: Path, others: list[Path]) -> dict:
+    """Compare the cases every file has; a case some file lacks is listed as not compared.
+
+    A stock build is usually smoked on fewer cases than the stack, so a case it
+    lacks says nothing about whether plain decoding moved.
+    """
     ref = fingerprints(reference)
+    theirs_by_file = {other: fingerprints(other) for other in others}
     rows = []
     for key, prints in sorted(ref.items()):
         row = {"quant": key[0], "kv": key[1], reference.name: sorted(prints)}
-        same = len(prints) == 1
-        for other in others:
-            theirs = fingerprints(other).get(key)
-            row[other.name] = sorted(theirs) if theirs else None
-            same = same and theirs == prints
-        row["identical"] = same
+        missing = [other.name for other, theirs in theirs_by_file.items() if key not in theirs]
+        for other, theirs in theirs_by_file.items():
+            row[other.name] = sorted(theirs[key]) if key in theirs else None
+        if missing:
+            row["identical"] = None
+            row["missing_in"] = missing
+        else:
+            row["identical"] = len(prints) == 1 and all(theirs[key] == prints for theirs in theirs_by_file.values())
         rows.append(row)
+    compared = [r for r in rows if r["identical"] is not None]
+    if not compared:
+        raise SystemExit(f"no case is in every file: {reference.name} and {', '.join(o.name for o in others)} share none")
     return {"reference": reference.name, "others": [o.name for o in others], "cases": rows,
-            "all_identical": all(r["identical"] for r in rows)}
+            "compared": len(compared), "all_identical": all(r["identical"] for r in compared)}
 
 
 def main() -> int:
@@ -62,7 +73,8 @@ def main() -> int:
     args = parser.parse_args()
     result = compare(args.reference, args.others)
     for row in result["cases"]:
-        print(f"{row['quant']:<8} kv={row['kv']:<7} {'identical' if row['identical'] else 'DIFFERENT'}")
+        verdict = {True: "identical", False: "DIFFERENT", None: f"not compared (missing in {', '.join(row.get('missing_in', []))})"}
+        print(f"{row['quant']:<8} kv={row['kv']:<7} {verdict[row['identical']]}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     return 0 if result["all_identical"] else 1

@@ -96,9 +96,9 @@ spec)
     models=~/.cache/hiraishin-llama/models
     target=$models/qwen3-8b-4l-seed1-Q4_K_M.gguf
     draft=$models/draft-qwen3-8b-1l-seed7-Q4_K_M.gguf
+    export PATH=$VENV/bin:$PATH
     [ -f "$draft" ] || "$VENV/bin/python" -m hiraishin_llama.synthetic --preset qwen3-8b --n-layer 1 --seed 7 \
         --quant Q4_K_M --out "$draft" > /dev/null || exit 1
-    export PATH=$VENV/bin:$PATH
     python3 benchmarks/device/spec_vs_greedy.py --model "$target" --draft "$target" --draft "$draft" \
         --n-predict 600 --prompts 4 --json "$OUT/spec-simple-on.json" 2>&1 | tail -12
     GGML_BATCH_INVARIANT=0 python3 benchmarks/device/spec_vs_greedy.py --model "$target" --draft "$target" \
@@ -118,7 +118,11 @@ fault|unfault)
         cmake --build "$BUILD" --target ${FAULT_TARGETS:-ggml-cuda test-backend-ops} -j "$(nproc)" > "$OUT/rebuild-$name.log" 2>&1 \
             || { tail -20 "$OUT/rebuild-$name.log"; exit 1; }
         echo "rebuilt in $(( $(date +%s) - t ))s"
-        for f in $swap; do cp "$BUILD/bin/$(basename "$f")" "$pkg/$f"; done
+        # Libraries land in bin/, but example programs stay in their own directory.
+        for f in $swap; do
+            built=$(find "$BUILD/bin" "$BUILD/examples" "$BUILD/tools" -name "$(basename "$f")" -type f 2>/dev/null | head -1)
+            cp "${built:?$(basename "$f") not found in $BUILD}" "$pkg/$f" || exit 1
+        done
     else
         patch -R -p1 -d "$SRC/llama.cpp" < "$diff" || exit 1
         for f in $swap; do cp "$pkg/$f.stack" "$pkg/$f"; done

@@ -46,3 +46,19 @@ def test_reports_without_fingerprints_are_refused(tmp_path: Path) -> None:
     old.write_text(json.dumps({"cases": [{"quant": "Q4_K_M", "kv": "f16", "report": {"plain": {"steps": 600}}}]}))
     with pytest.raises(SystemExit, match="no plain-decoding fingerprints"):
         compare_plain.fingerprints(old)
+
+
+def test_a_case_one_build_lacks_is_not_compared_and_does_not_count_as_moved(tmp_path: Path) -> None:
+    fewer = {k: v for k, v in SAME.items() if k[1] == "f16"}
+    result = compare_plain.compare(smoke(tmp_path / "stack.json", SAME), [smoke(tmp_path / "stock.json", fewer)])
+    assert result["compared"] == 1 and result["all_identical"]
+    assert [r["identical"] for r in result["cases"]] == [True, None]
+    moved = {("Q4_K_M", "f16", True): ("aa", "12")}
+    result = compare_plain.compare(smoke(tmp_path / "s.json", SAME), [smoke(tmp_path / "m.json", moved)])
+    assert not result["all_identical"]
+
+
+def test_files_sharing_no_case_are_refused(tmp_path: Path) -> None:
+    other = {("Q8_0", "f16", True): ("cc", "33")}
+    with pytest.raises(SystemExit, match="share none"):
+        compare_plain.compare(smoke(tmp_path / "a.json", SAME), [smoke(tmp_path / "b.json", other)])
