@@ -75,3 +75,30 @@ def test_a_reference_that_still_drafts_is_refused(stand_in: dict[str, str], tmp_
     code, report, output = run(stand_in, tmp_path, fault="reference-drafts")
     assert code != 0 and report is None
     assert "drafting was not disabled for the reference" in output
+
+
+SIMPLE_STAND_IN = r'''#!{python}
+import os, sys
+args = sys.argv[1:]
+prompt = args[-1]
+text = " lorem ipsum dolor" * 20 + " \udcff raw byte"
+if os.environ.get("SIMPLE_FAULT") == "whole-prompt":
+    text = text[:7] + "Y" + text[8:]
+sys.stdout.buffer.write((prompt + text + "\n").encode("utf-8", "surrogateescape"))
+sys.stderr.write("cwd " + os.getcwd() + "\n")
+'''
+
+
+def test_llama_simple_is_compared_with_the_reference_without_entering_the_verdict(
+        stand_in: dict[str, str], tmp_path: Path) -> None:
+    simple = tmp_path / "llama-simple"
+    simple.write_text(SIMPLE_STAND_IN.replace("{python}", sys.executable))
+    simple.chmod(0o755)
+    code, report, output = run(stand_in, tmp_path, "--simple", str(simple), "--backend-dir", str(tmp_path))
+    assert code == 0, output
+    assert [r["identical"] for r in report["simple"]] == [True, True]
+    code, report, output = run({**stand_in, "SIMPLE_FAULT": "whole-prompt"}, tmp_path,
+                               "--simple", str(simple), "--backend-dir", str(tmp_path))
+    assert code == 0 and report["all_identical"]
+    assert {r["first_differing_char"] for r in report["simple"]} == {7}
+    assert "llama-simple prompt 0: differs at char 7 from the no-draft reference" in output
