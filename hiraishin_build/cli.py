@@ -23,7 +23,7 @@ from .project import Project
 from .recipe import find_recipe, load_recipes
 from .sdist import build_sdist
 from .series import read_series
-from .smoke import SmokeFailed, smoke_wheel
+from .smoke import PYPI, SmokeFailed, smoke_wheel
 from .stack import apply_stack, check_stack, export_stack, load_stack
 from .wheelbuild import WheelResult, build_wheel
 
@@ -304,17 +304,21 @@ def wheel_command(obj: Context, recipe_name: str, sdist: Path | None, no_isolati
 @click.option("--system-site-packages", is_flag=True, help="Let the venv see the system's packages (e.g. NVIDIA runtime wheels).")
 @click.option("--find-links", type=click.Path(file_okay=False, exists=True, path_type=Path),
               help="Install the wheel's dependencies from this directory only (no index).")
+@click.option("--from-index", is_flag=True,
+              help="Install as a user does: hiraishin-llama[<extra>]==<version> from the wheel's own index.")
+@click.option("--deps-index", metavar="URL", default=PYPI, show_default=True, envvar="HIRAISHIN_DEPS_INDEX",
+              help="With --from-index and no --find-links: where the dependencies come from.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="Where the venv and report go.")
 @click.option("--serve-model", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="Also start the wheel's llama-server with this GGUF and ask it one completion.")
 @click.argument("smoke_args", nargs=-1, type=click.UNPROCESSED)
 @pass_context
-def smoke_command(obj: Context, wheel: Path, system_site_packages: bool, find_links: Path | None,
-                  out_dir: Path | None, serve_model: Path | None, smoke_args: tuple[str, ...]) -> None:
+def smoke_command(obj: Context, wheel: Path, system_site_packages: bool, find_links: Path | None, from_index: bool,
+                  deps_index: str, out_dir: Path | None, serve_model: Path | None, smoke_args: tuple[str, ...]) -> None:
     """Install WHEEL in a fresh venv and run hiraishin-llama-smoke (extra args after --)."""
     target = (out_dir or wheel.parent / "smoke").resolve()
-    result = smoke_wheel(wheel, target, system_site_packages=system_site_packages, find_links=find_links,
-                         smoke_args=smoke_args, serve_model=serve_model)
+    result = smoke_wheel(wheel.resolve(), target, system_site_packages=system_site_packages, find_links=find_links,
+                         from_index=from_index, deps_index=deps_index, smoke_args=smoke_args, serve_model=serve_model)
     click.echo(f"smoke report: {result.report_path}")
     if not result.passed:
         raise SmokeFailed(f"the smoke test failed; report: {result.report_path}")

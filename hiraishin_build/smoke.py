@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from dataclasses import dataclass
+from email.parser import BytesHeaderParser
 from pathlib import Path
+
+from packaging.utils import parse_wheel_filename
 
 from . import proc
 from .errors import SmokeFailed
+from .index import build_index, read_wheel, variant_of
+
+PYPI = "https://pypi.org/simple"
 
 
 @dataclass(frozen=True)
@@ -22,17 +29,56 @@ def venv_python(venv: Path) -> Path:
     return venv / "bin" / "python"
 
 
+def user_requirement(wheel: Path) -> str:
+    """What a user of this wheel asks pip for: ``hiraishin-llama[cu13]==9079.4+cu13.sm90``.
+
+    The extra is the first part of the variant label (``cu13`` of ``cu13.sm90``)
+    when the wheel provides it: it pulls in the NVIDIA runtime wheels.
+    """
+    name, version, _, _ = parse_wheel_filename(wheel.name)
+    metadata = BytesHeaderParser().parsebytes(read_wheel(wheel, variant_of(wheel.name) or "").metadata)
+    wanted = version.local.split(".")[0] if version.local else None
+    extra = f"[{wanted}]" if wanted in (metadata.get_all("Provides-Extra") or []) else ""
+    return f"{name}{extra}=={version}"
+
+
+def _install_command(venv: Path, wheel: Path, out_dir: Path, *, from_index: bool, find_links: Path | None,
+                     deps_index: str) -> list[str]:
+    pip = [str(venv_python(venv)), "-m", "pip", "install", "--quiet"]
+    if not from_index:
+        return [*pip, *(["--no-index", "--find-links", str(find_links)] if find_links else []), str(wheel)]
+    # As a user installs it: from a PEP 503 index holding this wheel alone, with its extra.
+    variant = variant_of(wheel.name)
+    if variant is None:
+        raise SmokeFailed(f"{wheel.name} has no variant label (+cpu, +cu13.sm90), so it has no index of its own",
+                          hint="build it with `hiraishin wheel --recipe NAME`")
+    staged, site = out_dir / "staged", out_dir / "site"
+    for stale in (staged, site):
+        shutil.rmtree(stale, ignore_errors=True)
+    staged.mkdir()
+    shutil.copy2(wheel, staged / wheel.name)
+    build_index(staged, site)
+    dependencies = ["--find-links", str(find_links)] if find_links else ["--extra-index-url", deps_index]
+    return [*pip, "--index-url", (site / variant / "simple").as_uri(), *dependencies, user_requirement(wheel)]
+
+
 def smoke_wheel(
     wheel: Path,
     out_dir: Path,
     *,
     system_site_packages: bool = False,
     find_links: Path | None = None,
+    from_index: bool = False,
+    deps_index: str = PYPI,
     smoke_args: tuple[str, ...] = (),
     serve_model: Path | None = None,
 ) -> SmokeResult:
     """Install ``wheel`` into a new venv under ``out_dir``, run its smoke test
-    there, and, with ``serve_model``, check that its llama-server answers."""
+    there, and, with ``serve_model``, check that its llama-server answers.
+
+    ``from_index`` installs it as a user would: ``hiraishin-llama[<extra>]==<version>``
+    from the wheel's own index, its dependencies from ``find_links`` or ``deps_index``.
+    """
     if not wheel.is_file() or wheel.suffix != ".whl":
         raise SmokeFailed(f"{wheel} is not a wheel file", hint="build one with `hiraishin wheel --recipe NAME`")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -41,11 +87,11 @@ def smoke_wheel(
         [sys.executable, "-m", "venv", "--clear", *(["--system-site-packages"] if system_site_packages else []), str(venv)],
         what="creating the smoke-test virtual environment",
     )
-    install = [str(venv_python(venv)), "-m", "pip", "install", "--quiet", str(wheel)]
-    if find_links is not None:
-        install[5:5] = ["--no-index", "--find-links", str(find_links)]
+    install = _install_command(venv, wheel, out_dir, from_index=from_index, find_links=find_links,
+                               deps_index=deps_index)
     proc.run_logged(install, log_path=out_dir / "install.log", what=f"installing {wheel.name}",
                     hint="with no package index, pass --find-links DIR holding the wheel's dependencies")
+    print(proc.run([str(venv / "bin" / "hiraishin-llama"), "--version"], what="hiraishin-llama --version").stdout)
     report_path = out_dir / "smoke.json"
     smoke = [str(venv / "bin" / "hiraishin-llama-smoke"), "--json", str(report_path), *smoke_args]
     completed = proc.run(smoke, check=False, what="the smoke test")

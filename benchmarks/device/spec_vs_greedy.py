@@ -43,6 +43,14 @@ def prompts(n: int, seed: int) -> list[str]:
     return [" ".join(rng.choice(words) for _ in range(48)) for _ in range(n)]
 
 
+def generated_text(stdout: bytes, prompt: str) -> str:
+    """The text after the echoed prompt (both programs print the prompt, the text, then newlines),
+    kept byte for byte: it need not be valid UTF-8."""
+    printed = stdout.decode("utf-8", errors="surrogateescape")
+    start = printed.find(prompt)
+    return (printed[start + len(prompt):] if start >= 0 else printed).rstrip("\n")
+
+
 def speculative(model: Path, draft: Path, text: str, n_predict: int, ctx: int, draft_max: int,
                 draft_min: int = 0, threads: int | None = None) -> tuple[str, dict]:
     # On the CPU the thread count changes how a query's KV range is split, so
@@ -53,20 +61,15 @@ def speculative(model: Path, draft: Path, text: str, n_predict: int, ctx: int, d
          "-c", str(ctx), "-cd", str(ctx), "-ngl", "99", "-ngld", "99", "-fa", "on", "--temp", "0", "--top-k", "1",
          "--draft-max", str(draft_max), "--draft-min", str(draft_min), "--draft-p-min", "0.0", *thread_args],
         capture_output=True)
-    # the generated text need not be valid UTF-8: keep its exact bytes
-    stdout = run.stdout.decode("utf-8", errors="surrogateescape")
     stderr = run.stderr.decode("utf-8", errors="replace")
     if run.returncode != 0:
         raise SystemExit(f"llama-speculative-simple failed ({run.returncode}):\n{stderr[-3000:]}")
-    # it prints the prompt, then the generated text, then two newlines
-    start = stdout.find(text)
-    generated = stdout[start + len(text):] if start >= 0 else stdout
     stats = {}
     for line in stderr.splitlines():
         for key in ("n_draft", "n_predict", "n_drafted", "n_accept", "accept"):
             if line.strip().startswith(key + " ") or line.strip().startswith(key + "\t"):
                 stats[key] = line.split("=", 1)[-1].strip()
-    return generated.rstrip("\n"), stats
+    return generated_text(run.stdout, text), stats
 
 
 def simple(binary: Path, backend_dir: Path | None, model: Path, text: str, n_predict: int) -> str:
@@ -74,9 +77,7 @@ def simple(binary: Path, backend_dir: Path | None, model: Path, text: str, n_pre
                          capture_output=True, cwd=backend_dir)
     if run.returncode != 0:
         raise SystemExit(f"{binary} failed ({run.returncode}):\n{run.stderr.decode('utf-8', 'replace')[-3000:]}")
-    stdout = run.stdout.decode("utf-8", errors="surrogateescape")
-    start = stdout.find(text)
-    return (stdout[start + len(text):] if start >= 0 else stdout).rstrip("\n")
+    return generated_text(run.stdout, text)
 
 
 def first_difference(a: str, b: str) -> tuple[int | None, int]:

@@ -22,14 +22,15 @@ PLAIN = (0o100644 << 16)
 
 
 def make_wheel(directory: Path, files: dict[str, tuple[bytes, int]], version: str = "9079.2",
-               tag: str = "py3-none-linux_x86_64") -> Path:
-    """A minimal valid wheel: the given files plus METADATA, WHEEL and a correct RECORD."""
+               tag: str = "py3-none-linux_x86_64", metadata: str = "") -> Path:
+    """A minimal valid wheel: the given files plus METADATA (with ``metadata`` lines appended),
+    WHEEL and a correct RECORD."""
     info = f"hiraishin_llama-{version}.dist-info"
     entries = dict(files)
     entries.setdefault("hiraishin_llama/__init__.py", (b"", PLAIN))
     entries.setdefault("hiraishin_llama/_version.py", (f'__version__ = "{version}"\n'.encode(), PLAIN))
     entries[f"{info}/METADATA"] = (f"Metadata-Version: 2.1\nName: hiraishin-llama\nVersion: {version}\n"
-                                   "Requires-Python: >=3.10\n".encode(), PLAIN)
+                                   f"Requires-Python: >=3.10\n{metadata}".encode(), PLAIN)
     entries[f"{info}/WHEEL"] = (f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {tag}\n".encode(), PLAIN)
     path = directory / f"hiraishin_llama-{version}-{tag}.whl"
     directory.mkdir(parents=True, exist_ok=True)
