@@ -159,3 +159,34 @@ def test_cli_quantizes_to_the_same_bytes_as_the_api(quantizer: Path, tiny_model:
                            "--quantizer", str(quantizer)]) == 0
     assert synthetic.sha256_of(out) == synthetic.sha256_of(expected)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["api.gguf", "cli.gguf"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["replay", "--reps", "3"], "--reps applies to the bench subcommand only, not to replay"),
+    (["bench", "--timing-reps", "3"], "--timing-reps applies to the replay subcommand only, not to bench"),
+    (["bench", "--draft-model", "x.gguf"], "applies to the spec subcommand only"),
+    (["bench", "--n-prompt", "4090", "--n-gen", "1", "--batches", "8"], "needs 4098 KV cells"),
+    (["bench", "--bandwidth-mib", "-1"], "--bandwidth-mib must be between 0"),
+])
+def test_bench_usage_errors_exit_2(replay_tool: Path, tiny_model: Path, args: list[str], message: str) -> None:
+    result = _run(replay_tool, *args, "--model", str(tiny_model))
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_bench_report_has_every_field(replay_tool: Path, tiny_model: Path, tmp_path: Path) -> None:
+    report_path = tmp_path / "bench.json"
+    result = _run(replay_tool, "bench", "--model", str(tiny_model), "--n-gen", "8", "--batches", "1,4",
+                  "--reps", "3", "--warmup", "1", "--bandwidth-mib", "8", "--json", str(report_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(report_path.read_text())
+    assert report["mode"] == "bench" and report["reps"] == 3 and report["warmup"] == 1
+    assert [p["b"] for p in report["verify_passes"]] == [1, 4]
+    for row in report["verify_passes"]:
+        assert len(row["samples_ms"]) == 3
+        assert row["min_ms"] <= row["median_ms"] <= row["max_ms"]
+        assert row["n_past"] == report["n_prompt"]
+    assert report["plain"]["steps"] == 8 and report["plain"]["tokens_per_s"] > 0
+    assert report["copy_bandwidth"]["bytes_copied"] == 8 << 20
+    assert report["copy_bandwidth"]["gb_per_s"] > 0
+    assert 0 < report["model_tensor_bytes"] <= report["model_size_bytes"]

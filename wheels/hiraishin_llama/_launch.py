@@ -15,10 +15,18 @@ from pathlib import Path
 from . import runtime
 
 BIN_DIR = Path(__file__).resolve().parent / "bin"
+# Runs the test and benchmark programs against a build's bin/ directory instead of
+# this installation's, e.g. a development build of the patched tree.
+BIN_DIR_ENV = "HIRAISHIN_LLAMA_BIN_DIR"
 
 # Our wheels exist for exact speculative decoding, so the switch is on by
 # default here; GGML_CUDA_BATCH_INVARIANT=0 (or GGML_BATCH_INVARIANT=0) turns it off.
 DEFAULT_ENVIRONMENT = {"GGML_CUDA_BATCH_INVARIANT": "1", "GGML_BATCH_INVARIANT": "1"}
+
+
+def tool_dir() -> Path:
+    """Where hiraishin-llama-smoke and -bench find hiraishin-replay and llama-quantize."""
+    return Path(os.environ.get(BIN_DIR_ENV) or BIN_DIR)
 
 
 def program_path(name: str) -> Path:
@@ -39,6 +47,13 @@ def program_environment(base: dict[str, str] | None = None) -> dict[str, str]:
     if library_dirs:
         existing = env.get("LD_LIBRARY_PATH")
         env["LD_LIBRARY_PATH"] = os.pathsep.join([*library_dirs, *([existing] if existing else [])])
+    return env
+
+
+def switch_environment(batch_invariant: bool) -> dict[str, str]:
+    """The programs' environment with batch-invariant mode explicitly on or off."""
+    env = program_environment({k: v for k, v in os.environ.items() if k not in DEFAULT_ENVIRONMENT})
+    env.update({switch: "1" if batch_invariant else "0" for switch in DEFAULT_ENVIRONMENT})
     return env
 
 

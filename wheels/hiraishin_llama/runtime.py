@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
+import shutil
+import subprocess
 import sys
 import sysconfig
 from dataclasses import dataclass
@@ -111,3 +114,31 @@ def environment_warnings() -> list[str]:
 def warn_about_environment(program: str) -> None:
     for message in environment_warnings():
         print(f"{program}: warning: {message}", file=sys.stderr)
+
+
+def cache_dir() -> Path:
+    """Where the programs keep what they make once and reuse, e.g. synthetic models."""
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hiraishin-llama"
+
+
+def driver_versions() -> dict:
+    """The NVIDIA driver's version and the CUDA version its driver API supports; empty without a driver."""
+    versions: dict = {}
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+        version = ctypes.c_int()
+        if cuda.cuDriverGetVersion(ctypes.byref(version)) == 0:
+            versions["cuda_driver_api"] = f"{version.value // 1000}.{version.value % 1000 // 10}"
+    except OSError:
+        return versions
+    nvidia_smi = shutil.which("nvidia-smi")
+    if nvidia_smi:
+        query = subprocess.run([nvidia_smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+                               capture_output=True, text=True)
+        if query.returncode == 0 and query.stdout.strip():
+            versions["driver"] = query.stdout.strip().splitlines()[0]
+    if "driver" not in versions:
+        proc_version = Path("/proc/driver/nvidia/version")
+        if proc_version.is_file():
+            versions["driver"] = proc_version.read_text().splitlines()[0]
+    return versions

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -21,10 +20,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import __version__, runtime, synthetic
-from ._launch import BIN_DIR, program_environment
+from ._launch import switch_environment, tool_dir
 
 DEFAULT_BATCHES = "2,3,4,5,8,9,12,16"
-SWITCHES = ("GGML_CUDA_BATCH_INVARIANT", "GGML_BATCH_INVARIANT")
 
 
 @dataclass(frozen=True)
@@ -68,7 +66,7 @@ def default_cases(backend: str, quants: list[str], kv_types: list[str]) -> list[
 
 def prepare_models(work_dir: Path, preset: str, n_layer: int, quants: list[str], seed: int) -> dict[str, Path]:
     """Synthetic models, made once per (preset, layers, seed) and reused: same seed, same bytes."""
-    quantizer = BIN_DIR / synthetic.QUANTIZER_NAME
+    quantizer = tool_dir() / synthetic.QUANTIZER_NAME
     models = {}
     f16 = work_dir / f"{preset}-{n_layer}l-seed{seed}-F16.gguf"
     for quant in quants:
@@ -87,11 +85,9 @@ def prepare_models(work_dir: Path, preset: str, n_layer: int, quants: list[str],
 
 def run_case(case: Case, model: Path, args: argparse.Namespace, json_dir: Path) -> CaseResult:
     report_path = json_dir / f"{case.name.replace(' ', '_').replace('=', '-')}.json"
-    env = program_environment({k: v for k, v in os.environ.items() if k not in SWITCHES})
-    for switch in SWITCHES:
-        env[switch] = "1" if case.batch_invariant else "0"
+    env = switch_environment(case.batch_invariant)
     command = [
-        str(BIN_DIR / "hiraishin-replay"), "replay", "--model", str(model),
+        str(tool_dir() / "hiraishin-replay"), "replay", "--model", str(model),
         "--cache-type-k", case.kv, "--cache-type-v", case.kv,
         "--n-gen", str(args.n_gen), "--n-prompt", str(args.n_prompt), "--batches", args.batches,
         "--ctx", str(args.ctx), "--expect", case.expect, "--json", str(report_path),
@@ -156,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     quants = (args.quants or ("Q4_K_M,Q6_K" if on_gpu else "Q4_K_M")).split(",")
     kv_types = (args.kv or ("f16,q8_0,turbo4" if on_gpu else "f16")).split(",")
     batches = [int(b) for b in args.batches.split(",")]
-    work_dir = args.work_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hiraishin-llama" / "models"
+    work_dir = args.work_dir or runtime.cache_dir() / "models"
     work_dir.mkdir(parents=True, exist_ok=True)
 
     if args.model is not None:

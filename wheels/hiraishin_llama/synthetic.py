@@ -17,6 +17,7 @@ import argparse
 import hashlib
 import itertools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,10 +28,11 @@ from pathlib import Path
 import gguf
 import numpy as np
 
+# The directory holding the compiled tools (llama-quantize, hiraishin-replay).
+from ._launch import BIN_DIR_ENV
+
 ARCHITECTURE = "qwen3"
 
-# Directory holding the compiled tools (llama-quantize, hiraishin-replay).
-BIN_DIR_ENV = "HIRAISHIN_LLAMA_BIN_DIR"
 QUANTIZER_NAME = "llama-quantize"
 
 # Quantization types that the project measures; names as llama-quantize spells them.
@@ -91,6 +93,50 @@ _DRAW_CHUNK = 1 << 22
 
 class QuantizationError(RuntimeError):
     """llama-quantize ran but did not produce the quantized model."""
+
+
+# llama.cpp's file type for each quantization type, stamped into directly written models.
+_FILE_TYPES = {
+    "Q4_K_M": gguf.LlamaFileType.MOSTLY_Q4_K_M,
+    "Q6_K": gguf.LlamaFileType.MOSTLY_Q6_K,
+    "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+}
+
+
+@dataclass(frozen=True)
+class _BlockScales:
+    """Where a quantized block keeps its f16 scales, and how to size them.
+
+    A block written from uniformly random bits dequantizes to weights whose
+    standard deviation is std_per_d times its scale d (derived from the
+    uniform distributions of the quants and the 6-bit or int8 sub-block
+    scales; checked against gguf's dequantization in the tests), so
+    d = std / std_per_d gives the F16 model's scale. K-quants with a minimum
+    subtract dmin * m; dmin = dmin_per_d * d centres the weights on zero.
+    """
+
+    d_offset: int
+    std_per_d: float
+    dmin_offset: int | None = None
+    dmin_per_d: float = 0.0
+
+
+_DIRECT_BLOCK_SCALES = {
+    # w = d*sc*q - dmin*m with q in 0..15, sc and m in 0..63
+    gguf.GGMLQuantizationType.Q4_K: _BlockScales(d_offset=0, std_per_d=258.3, dmin_offset=2, dmin_per_d=7.5),
+    # as Q4_K with q in 0..31
+    gguf.GGMLQuantizationType.Q5_K: _BlockScales(d_offset=0, std_per_d=526.9, dmin_offset=2, dmin_per_d=15.5),
+    # w = d*sc*(q - 32) with q in 0..63 and sc an int8; d is the block's last two bytes
+    gguf.GGMLQuantizationType.Q6_K: _BlockScales(d_offset=208, std_per_d=1365.7),
+    # w = d*q with q an int8
+    gguf.GGMLQuantizationType.Q8_0: _BlockScales(d_offset=0, std_per_d=73.9),
+}
+
+# One line of `llama-quantize --dry-run` per tensor, e.g.
+# "[   3/  25] token_embd.weight   - [   256,   4096,      1,      1], type =    f16, size = 2.00 MiB -> 0.56 MiB (q4_K)"
+# Tensors it leaves as they are end in "size = X MiB" with no target type.
+_DRY_RUN_LINE = re.compile(r"^\[\s*\d+/\s*\d+\]\s+(?P<name>\S+)\s+- \[[^\]]*\], type =\s*(?P<source>\w+),"
+                           r"\s+size =[^(\n]*?(?:\((?P<target>\w+)\))?\s*$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -217,9 +263,10 @@ def _materialize(spec: _TensorSpec, seed: int) -> np.ndarray:
     return out
 
 
-def _add_metadata(writer: gguf.GGUFWriter, preset: Preset, seed: int, n_layer: int) -> None:
+def _add_metadata(writer: gguf.GGUFWriter, preset: Preset, seed: int, n_layer: int,
+                  file_type: gguf.LlamaFileType = gguf.LlamaFileType.MOSTLY_F16) -> None:
     writer.add_name(f"hiraishin-synthetic-{preset.name}-L{n_layer}-seed{seed}")
-    writer.add_file_type(int(gguf.LlamaFileType.MOSTLY_F16))
+    writer.add_file_type(int(file_type))
     writer.add_context_length(preset.context_length)
     writer.add_embedding_length(preset.n_embd)
     writer.add_block_count(n_layer)
@@ -248,29 +295,49 @@ def _add_metadata(writer: gguf.GGUFWriter, preset: Preset, seed: int, n_layer: i
     writer.add_uint64("hiraishin.synthetic.seed", seed)
 
 
-def make_model(preset: str | Preset, seed: int, n_layer: int | None, out_path: str | os.PathLike[str]) -> Path:
-    """Write a synthetic F16 qwen3 GGUF to out_path and return its path.
-
-    n_layer=None uses the preset's layer count. Tensors are generated and
-    written one at a time, so peak memory is about one tensor, not the model.
-    """
+def _check_model_args(preset: str | Preset, seed: int, n_layer: int | None,
+                      out_path: str | os.PathLike[str]) -> tuple[Preset, int, Path]:
     preset = get_preset(preset)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     n_layer = preset.n_layer if n_layer is None else n_layer
     if isinstance(n_layer, bool) or not isinstance(n_layer, int) or n_layer < 1:
         raise ValueError(f"n_layer must be a positive integer, got {n_layer!r}")
-
     out_path = Path(out_path)
     if not out_path.parent.is_dir():
         raise FileNotFoundError(f"output directory {out_path.parent} does not exist; create it first")
+    return preset, n_layer, out_path
 
+
+class _AtomicGGUF:
+    """A GGUFWriter on `path.partial`, renamed to `path` only when everything was written,
+    so an interrupted run never leaves a truncated file under the final name."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.partial = path.with_name(path.name + ".partial")
+        self.writer = gguf.GGUFWriter(self.partial, ARCHITECTURE)
+
+    def __enter__(self) -> gguf.GGUFWriter:
+        return self.writer
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self.writer.close()
+        if exc_type is None:
+            os.replace(self.partial, self.path)
+        else:
+            self.partial.unlink(missing_ok=True)
+
+
+def make_model(preset: str | Preset, seed: int, n_layer: int | None, out_path: str | os.PathLike[str]) -> Path:
+    """Write a synthetic F16 qwen3 GGUF to out_path and return its path.
+
+    n_layer=None uses the preset's layer count. Tensors are generated and
+    written one at a time, so peak memory is about one tensor, not the model.
+    """
+    preset, n_layer, out_path = _check_model_args(preset, seed, n_layer, out_path)
     specs = _tensor_specs(preset, n_layer)
-    # Write next to the destination and rename at the end, so an interrupted run
-    # never leaves a truncated file under the final name.
-    partial = out_path.with_name(out_path.name + ".partial")
-    writer = gguf.GGUFWriter(partial, ARCHITECTURE)
-    try:
+    with _AtomicGGUF(out_path) as writer:
         _add_metadata(writer, preset, seed, n_layer)
         for spec in specs:
             writer.add_tensor_info(spec.name, spec.shape, np.dtype(spec.dtype), spec.nbytes)
@@ -279,12 +346,124 @@ def make_model(preset: str | Preset, seed: int, n_layer: int | None, out_path: s
         writer.write_ti_data_to_file()
         for spec in specs:
             writer.write_tensor_data(_materialize(spec, seed))
-        writer.close()
-        os.replace(partial, out_path)
-    except BaseException:
-        writer.close()
-        partial.unlink(missing_ok=True)
-        raise
+    return out_path
+
+
+def write_shape_model(preset: str | Preset, n_layer: int | None, out_path: str | os.PathLike[str]) -> Path:
+    """Write the F16 model's header and tensor table with a sparse, all-zero data section.
+
+    The file has the F16 model's size on paper but occupies almost no disk,
+    and `llama-quantize --dry-run` reads only its header: enough to ask which
+    type llama-quantize gives each tensor of a full-size model.
+    """
+    preset, n_layer, out_path = _check_model_args(preset, 0, n_layer, out_path)
+    specs = _tensor_specs(preset, n_layer)
+    with _AtomicGGUF(out_path) as writer:
+        _add_metadata(writer, preset, 0, n_layer)
+        for spec in specs:
+            writer.add_tensor_info(spec.name, spec.shape, np.dtype(spec.dtype), spec.nbytes)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_ti_data_to_file()
+        handle = writer.fout[0]
+        data_start = handle.tell()
+        data_start += -data_start % writer.data_alignment
+        data_size = sum(spec.nbytes + -spec.nbytes % writer.data_alignment for spec in specs)
+        handle.truncate(data_start + data_size)
+    return out_path
+
+
+def planned_tensor_types(shape_model: str | os.PathLike[str], qtype: str,
+                         quantizer_path: str | os.PathLike[str]) -> dict[str, gguf.GGMLQuantizationType]:
+    """The type llama-quantize would give each tensor of shape_model for qtype (its --dry-run)."""
+    qtype = normalize_quant_type(qtype)
+    command = [str(quantizer_path), "--dry-run", str(shape_model), qtype]
+    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    tail = "\n".join(result.stdout.splitlines()[-20:])
+    if result.returncode != 0:
+        raise QuantizationError(f"{' '.join(command)} failed with exit status {result.returncode}; "
+                                f"last output lines:\n{tail}")
+    types = {}
+    for match in _DRY_RUN_LINE.finditer(result.stdout):
+        type_name = (match["target"] or match["source"]).upper()
+        try:
+            types[match["name"]] = gguf.GGMLQuantizationType[type_name]
+        except KeyError:
+            raise QuantizationError(f"llama-quantize --dry-run planned type {type_name!r} for {match['name']}, "
+                                    "which gguf does not know; update the gguf package") from None
+    n_tensors = len(gguf.GGUFReader(shape_model).tensors)
+    if len(types) != n_tensors:
+        raise QuantizationError(f"read a planned type for {len(types)} of {n_tensors} tensors from "
+                                f"{' '.join(command)}; its output format may have changed. Last lines:\n{tail}")
+    return types
+
+
+def _materialize_quantized(spec: _TensorSpec, qtype: gguf.GGMLQuantizationType, seed: int) -> np.ndarray:
+    """Random blocks of qtype whose dequantized weights have about spec.std, as raw bytes (rows, row bytes)."""
+    scales = _DIRECT_BLOCK_SCALES.get(qtype)
+    if scales is None or spec.std is None:
+        raise ValueError(f"cannot write {spec.name} directly as {qtype.name}; direct writing supports "
+                         f"{', '.join(t.name for t in _DIRECT_BLOCK_SCALES)} for matrices. Quantize the "
+                         "F16 model with llama-quantize instead (leave out --direct)")
+    block_size, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
+    n_rows, row_length = int(np.prod(spec.shape[:-1])), spec.shape[-1]
+    n_blocks = n_rows * row_length // block_size
+    rng = _tensor_rng(seed, spec.name)
+    blocks = np.frombuffer(rng.bytes(n_blocks * block_bytes), dtype=np.uint8).reshape(n_blocks, block_bytes).copy()
+    d = np.float16(spec.std / scales.std_per_d)
+    blocks[:, scales.d_offset:scales.d_offset + 2] = np.frombuffer(d.tobytes(), dtype=np.uint8)
+    if scales.dmin_offset is not None:
+        dmin = np.float16(float(d) * scales.dmin_per_d)
+        blocks[:, scales.dmin_offset:scales.dmin_offset + 2] = np.frombuffer(dmin.tobytes(), dtype=np.uint8)
+    return blocks.reshape(n_rows, row_length // block_size * block_bytes)
+
+
+def make_direct_model(preset: str | Preset, seed: int, n_layer: int | None, qtype: str,
+                      out_path: str | os.PathLike[str], quantizer_path: str | os.PathLike[str]) -> Path:
+    """Write a quantized model without an F16 model or a quantization pass.
+
+    Each tensor gets the type llama-quantize would give it for qtype (read
+    from its --dry-run on a shape-only model) and random bits with scales
+    sized like the F16 model's draws. Kernels see the same types, shapes and
+    bytes per token as in the quantized F16 model, so it times the same, and a
+    full-size model takes seconds instead of minutes and no 16 GB F16 file;
+    its weights are not those of the F16 model with the same seed.
+    """
+    qtype = normalize_quant_type(qtype)
+    preset, n_layer, out_path = _check_model_args(preset, seed, n_layer, out_path)
+    specs = _tensor_specs(preset, n_layer)
+    shape_model = out_path.with_name(out_path.name + ".shape")
+    try:
+        write_shape_model(preset, n_layer, shape_model)
+        types = planned_tensor_types(shape_model, qtype, quantizer_path)
+    finally:
+        shape_model.unlink(missing_ok=True)
+
+    def tensor_data(spec: _TensorSpec) -> np.ndarray:
+        if types[spec.name] in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
+            return _materialize(spec, seed).astype(np.float32 if types[spec.name] == gguf.GGMLQuantizationType.F32
+                                                   else np.float16, copy=False)
+        return _materialize_quantized(spec, types[spec.name], seed)
+
+    with _AtomicGGUF(out_path) as writer:
+        _add_metadata(writer, preset, seed, n_layer, _FILE_TYPES[qtype])
+        writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
+        writer.add_string("hiraishin.synthetic.weights", "direct")
+        for spec in specs:
+            qtype_of = types[spec.name]
+            if qtype_of in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
+                dtype = np.dtype(np.float32 if qtype_of == gguf.GGMLQuantizationType.F32 else np.float16)
+                writer.add_tensor_info(spec.name, spec.shape, dtype, int(np.prod(spec.shape)) * dtype.itemsize)
+            else:
+                block_size, block_bytes = gguf.GGML_QUANT_SIZES[qtype_of]
+                byte_shape = (*spec.shape[:-1], spec.shape[-1] // block_size * block_bytes)
+                writer.add_tensor_info(spec.name, byte_shape, np.dtype(np.uint8), int(np.prod(byte_shape)),
+                                       raw_dtype=qtype_of)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_ti_data_to_file()
+        for spec in specs:
+            writer.write_tensor_data(tensor_data(spec))
     return out_path
 
 
@@ -365,11 +544,20 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"quantize the output to this type ({', '.join(QUANT_TYPES)}); default: keep F16")
     parser.add_argument("--quantizer", type=Path, default=None,
                         help=f"path of {QUANTIZER_NAME} (default: from ${BIN_DIR_ENV}, else PATH)")
+    parser.add_argument("--direct", action="store_true",
+                        help="with --quant: write random quantized blocks in the types llama-quantize would "
+                             "choose, without an F16 model (seconds for a full-size model; for timing, "
+                             "its weights differ from the quantized F16 model's)")
     args = parser.parse_args(argv)
+    if args.direct and args.quant is None:
+        parser.error("--direct needs --quant")
 
     try:
         if args.quant is None:
             make_model(args.preset, args.seed, args.n_layer, args.out)
+        elif args.direct:
+            quantizer = args.quantizer if args.quantizer is not None else find_quantizer()
+            make_direct_model(args.preset, args.seed, args.n_layer, args.quant, args.out, quantizer)
         else:
             qtype = normalize_quant_type(args.quant)
             quantizer = args.quantizer if args.quantizer is not None else find_quantizer()

@@ -14,6 +14,8 @@
 //   spec    Run greedy speculative decoding (draft model + batched
 //           verification) and compare the emitted tokens with plain greedy
 //           decoding of the target model.
+//   bench   Time one verify pass of b tokens (llama_decode + synchronize) for
+//           each b, plain one-token decoding, and the device's copy bandwidth.
 //
 // Only the public llama.h / ggml.h / ggml-backend.h API is used, so the tool
 // does not depend on llama.cpp internals or its `common` library.
@@ -33,6 +35,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -127,7 +130,16 @@ std::string recent_llama_errors() {
 // Options
 // ---------------------------------------------------------------------------
 
-enum class Mode { Replay, Spec };
+enum class Mode { Replay, Spec, Bench };
+
+const char * mode_name(Mode mode) {
+    switch (mode) {
+        case Mode::Replay: return "replay";
+        case Mode::Spec:   return "spec";
+        case Mode::Bench:  return "bench";
+    }
+    return "replay";
+}
 enum class Expectation { None, Identical, Differ };
 
 struct KvCacheType {
@@ -175,6 +187,11 @@ struct Options {
     int  n_draft   = 16;
     bool guard_256 = true;
     int  n_prompts = 1;
+
+    // bench
+    int      bench_reps      = 20;
+    int      bench_warmup    = 5;
+    uint64_t bandwidth_mib   = 1024;
 };
 
 const char * expectation_name(Expectation e) {
@@ -194,12 +211,15 @@ llama_flash_attn_type flash_attn_type(const std::string & name) {
 
 void print_usage(FILE * out) {
     fprintf(out,
-        "usage: %s [replay|spec] --model PATH [options]\n"
+        "usage: %s [replay|spec|bench] --model PATH [options]\n"
         "\n"
         "replay (default): decode greedily one token at a time, then replay the same tokens in\n"
         "  batches of b and compare each position's logits bit for bit.\n"
         "spec: greedy speculative decoding with a draft model, compared token for token with\n"
         "  plain greedy decoding.\n"
+        "bench: time one verify pass of b tokens after an --n-prompt-token prompt (llama_decode then\n"
+        "  llama_synchronize, all b logits requested, the b tokens dropped from the KV cache again),\n"
+        "  --n-gen tokens of plain one-token decoding, and the device's copy bandwidth.\n"
         "\n"
         "common options:\n"
         "  --model PATH             target model (GGUF), required\n"
@@ -231,6 +251,13 @@ void print_usage(FILE * out) {
         "  --n-draft N              maximum draft tokens per step (default 16; a verify batch\n"
         "                           never exceeds %d tokens)\n"
         "  --prompts K              run K prompts, seeds seed..seed+K-1 (default 1)\n"
+        "\n"
+        "bench options:\n"
+        "  --batches LIST           batch sizes to time (default 1,2,...,16)\n"
+        "  --reps N                 timed passes per batch size, after the warm-up (default 20)\n"
+        "  --warmup N               untimed passes per batch size first (default 5)\n"
+        "  --bandwidth-mib N        size of the device-to-device copy that measures memory\n"
+        "                           bandwidth (default 1024; 0 skips it)\n"
         "\n"
         "exit status: 0 expectation holds, 1 expectation failed, 2 usage or input error,\n"
         "             3 runtime failure\n",
@@ -288,14 +315,31 @@ Options parse_options(int argc, char ** argv) {
             opts.mode = Mode::Replay;
         } else if (args[0] == "spec") {
             opts.mode = Mode::Spec;
+        } else if (args[0] == "bench") {
+            opts.mode = Mode::Bench;
+            opts.batch_sizes.clear();
+            for (int b = 1; b <= kMaxVerifyBatch; ++b) {
+                opts.batch_sizes.push_back(b);
+            }
         } else {
-            throw UsageError("unknown subcommand '" + args[0] + "'; valid subcommands: replay, spec");
+            throw UsageError("unknown subcommand '" + args[0] + "'; valid subcommands: replay, spec, bench");
         }
         i = 1;
     }
 
-    const std::set<std::string> replay_only = {"--batches", "--timing-reps", "--skip-b1"};
-    const std::set<std::string> spec_only   = {"--draft-model", "--n-draft", "--prompts"};
+    // Flags that only some subcommands read; any other flag applies to all of them.
+    const std::map<std::string, std::set<Mode>> flag_modes = {
+        {"--batches",       {Mode::Replay, Mode::Bench}},
+        {"--timing-reps",   {Mode::Replay}},
+        {"--skip-b1",       {Mode::Replay}},
+        {"--no-256-guard",  {Mode::Replay, Mode::Spec}},
+        {"--draft-model",   {Mode::Spec}},
+        {"--n-draft",       {Mode::Spec}},
+        {"--prompts",       {Mode::Spec}},
+        {"--reps",          {Mode::Bench}},
+        {"--warmup",        {Mode::Bench}},
+        {"--bandwidth-mib", {Mode::Bench}},
+    };
 
     for (; i < args.size(); ++i) {
         std::string flag = args[i];
@@ -304,11 +348,13 @@ Options parse_options(int argc, char ** argv) {
             inline_value = flag.substr(eq + 1);
             flag         = flag.substr(0, eq);
         }
-        if (opts.mode == Mode::Spec && replay_only.count(flag)) {
-            throw UsageError(flag + " applies to the replay subcommand only");
-        }
-        if (opts.mode == Mode::Replay && spec_only.count(flag)) {
-            throw UsageError(flag + " applies to the spec subcommand only");
+        if (const auto it = flag_modes.find(flag); it != flag_modes.end() && !it->second.count(opts.mode)) {
+            std::string modes;
+            for (const Mode mode : it->second) {
+                modes += (modes.empty() ? "" : " and ") + std::string(mode_name(mode));
+            }
+            throw UsageError(flag + " applies to the " + modes + " subcommand" +
+                             (it->second.size() > 1 ? "s" : "") + " only, not to " + mode_name(opts.mode));
         }
         auto value = [&]() -> std::string {
             if (inline_value) {
@@ -378,6 +424,12 @@ Options parse_options(int argc, char ** argv) {
             opts.guard_256 = false;
         } else if (flag == "--prompts") {
             opts.n_prompts = (int) parse_integer(flag, value(), 1, 100000);
+        } else if (flag == "--reps") {
+            opts.bench_reps = (int) parse_integer(flag, value(), 1, 100000);
+        } else if (flag == "--warmup") {
+            opts.bench_warmup = (int) parse_integer(flag, value(), 0, 100000);
+        } else if (flag == "--bandwidth-mib") {
+            opts.bandwidth_mib = (uint64_t) parse_integer(flag, value(), 0, 1 << 20);
         } else {
             throw UsageError("unknown option '" + args[i] + "' (see --help)");
         }
@@ -406,6 +458,16 @@ Options parse_options(int argc, char ** argv) {
         // b=1 is the sanity check and is handled separately from the measured sizes.
         opts.batch_sizes.erase(std::remove(opts.batch_sizes.begin(), opts.batch_sizes.end(), 1),
                                opts.batch_sizes.end());
+    }
+    if (opts.mode == Mode::Bench) {
+        for (const int b : opts.batch_sizes) {
+            if ((long long) opts.n_prompt + b > opts.n_ctx) {
+                throw UsageError("a pass of " + std::to_string(b) + " tokens after the " +
+                                 std::to_string(opts.n_prompt) + "-token prompt needs " +
+                                 std::to_string(opts.n_prompt + b) + " KV cells but --ctx is " +
+                                 std::to_string(opts.n_ctx) + "; raise --ctx or lower --n-prompt/--batches");
+            }
+        }
     }
     return opts;
 }
@@ -1130,7 +1192,7 @@ const char * const kEnvSwitches[] = {"GGML_CUDA_BATCH_INVARIANT", "GGML_BATCH_IN
 void write_common_json(JsonWriter & json, const Options & opts, const LoadedModel & model) {
     json.key("tool").value(kToolName);
     json.key("version").value(kToolVersion);
-    json.key("mode").value(opts.mode == Mode::Replay ? "replay" : "spec");
+    json.key("mode").value(mode_name(opts.mode));
     json.key("model_path").value(model.path);
     json.key("model_size_bytes").value(model.file_size);
     json.key("model_desc").value(model.desc);
@@ -1187,7 +1249,7 @@ std::string format_bytes(uint64_t bytes) {
 }
 
 void print_header(const Options & opts, const LoadedModel & model) {
-    printf("%s %s: %s\n", kToolName, kToolVersion, opts.mode == Mode::Replay ? "replay" : "spec");
+    printf("%s %s: %s\n", kToolName, kToolVersion, mode_name(opts.mode));
     printf("model    %s (%s, %s, n_vocab %d, n_layer %d)\n", model.path.c_str(), format_bytes(model.file_size).c_str(),
            model.desc.c_str(), model.n_vocab, model.n_layer);
     for (const auto & dev : list_devices()) {
@@ -1397,6 +1459,201 @@ int run_spec(const Options & opts) {
     return passed ? kExitOk : kExitExpectationFailed;
 }
 
+// ---------------------------------------------------------------------------
+// bench: verify-pass cost per batch size
+// ---------------------------------------------------------------------------
+
+struct TimingSummary {
+    std::vector<double> ms;
+
+    double median() const { return median_of(ms); }
+    double mean() const { return mean_of(ms); }
+    double min() const { return ms.empty() ? NAN : *std::min_element(ms.begin(), ms.end()); }
+    double max() const { return ms.empty() ? NAN : *std::max_element(ms.begin(), ms.end()); }
+};
+
+void write_timing_json(JsonWriter & json, const TimingSummary & t) {
+    json.key("median_ms").value(t.median());
+    json.key("mean_ms").value(t.mean());
+    json.key("min_ms").value(t.min());
+    json.key("max_ms").value(t.max());
+    json.key("samples_ms").begin_array();
+    for (const double ms : t.ms) {
+        json.value(ms);
+    }
+    json.end_array();
+}
+
+// One verify pass as speculative decoding makes it: b tokens at positions
+// n_past..n_past+b-1, logits for all of them, waited for, then dropped from
+// the KV cache so that every pass starts from the same n_past. Each batch size
+// runs its passes back to back, as a decoding loop that keeps one size would,
+// so that per-size state (CUDA graphs, allocations) is reused as in serving.
+TimingSummary time_verify_passes(llama_context * ctx, const std::vector<llama_token> & tokens, llama_pos n_past,
+                                 int batch_size, int warmup, int reps) {
+    Batch batch(batch_size);
+    TimingSummary timing;
+    timing.ms.reserve(reps);
+    for (int pass = 0; pass < warmup + reps; ++pass) {
+        batch.clear();
+        for (int i = 0; i < batch_size; ++i) {
+            batch.add(tokens[(pass + i) % tokens.size()], n_past + i, true);
+        }
+        const auto start = Clock::now();
+        decode_or_throw(ctx, batch, "a timed verify pass");
+        llama_synchronize(ctx);
+        const double ms = ms_since(start);
+        if (pass >= warmup) {
+            timing.ms.push_back(ms);
+        }
+        remove_from(ctx, n_past);
+    }
+    return timing;
+}
+
+struct BandwidthResult {
+    std::string device;
+    uint64_t    bytes_copied = 0;
+    TimingSummary timing;
+
+    // A copy reads and writes every byte once.
+    double gb_per_s() const { return 2.0 * (double) bytes_copied / (timing.median() * 1e-3) / 1e9; }
+};
+
+// Memory bandwidth of the device that holds the model, measured the way the
+// backend moves memory: ggml_cpy between two tensors of `mib` MiB each, which
+// the CUDA backend runs as a device-to-device cudaMemcpyAsync.
+BandwidthResult measure_copy_bandwidth(uint64_t mib, int reps) {
+    ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_GPU);
+    if (!dev) {
+        dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+    }
+    if (!dev) {
+        throw RuntimeFailure("no GPU or CPU backend device to measure copy bandwidth on");
+    }
+    std::unique_ptr<ggml_backend, decltype(&ggml_backend_free)> backend(ggml_backend_dev_init(dev, nullptr),
+                                                                         ggml_backend_free);
+    if (!backend) {
+        throw RuntimeFailure(std::string("could not start the ") + ggml_backend_dev_name(dev) + " backend");
+    }
+
+    const size_t n_graph_nodes = 8;
+    ggml_init_params params = {
+        /*.mem_size   =*/ ggml_tensor_overhead() * 4 + ggml_graph_overhead_custom(n_graph_nodes, false),
+        /*.mem_buffer =*/ nullptr,
+        /*.no_alloc   =*/ true,
+    };
+    std::unique_ptr<ggml_context, decltype(&ggml_free)> ctx(ggml_init(params), ggml_free);
+    const int64_t n_floats = (int64_t) (mib * 1024 * 1024 / sizeof(float));
+    ggml_tensor * src = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, n_floats);
+    ggml_tensor * dst = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, n_floats);
+    std::unique_ptr<ggml_backend_buffer, decltype(&ggml_backend_buffer_free)> buffer(
+        ggml_backend_alloc_ctx_tensors(ctx.get(), backend.get()), ggml_backend_buffer_free);
+    if (!buffer) {
+        throw RuntimeFailure("could not allocate 2 x " + std::to_string(mib) + " MiB on " +
+                             ggml_backend_dev_name(dev) + " for the bandwidth measurement; lower --bandwidth-mib");
+    }
+    ggml_backend_buffer_clear(buffer.get(), 0);
+
+    ggml_cgraph * graph = ggml_new_graph_custom(ctx.get(), n_graph_nodes, false);
+    ggml_build_forward_expand(graph, ggml_cpy(ctx.get(), src, dst));
+
+    BandwidthResult result;
+    result.device       = ggml_backend_dev_description(dev);
+    result.bytes_copied = ggml_nbytes(src);
+    for (int pass = 0; pass < reps + 2; ++pass) {
+        const auto start = Clock::now();
+        if (ggml_backend_graph_compute(backend.get(), graph) != GGML_STATUS_SUCCESS) {
+            throw RuntimeFailure("the bandwidth copy failed on " + std::string(ggml_backend_dev_name(dev)));
+        }
+        ggml_backend_synchronize(backend.get());
+        if (pass >= 2) {
+            result.timing.ms.push_back(ms_since(start));
+        }
+    }
+    return result;
+}
+
+int run_bench(const Options & opts) {
+    LoadedModel model = load_model("--model", opts.model_path, opts.n_gpu_layers);
+    const int largest_batch = *std::max_element(opts.batch_sizes.begin(), opts.batch_sizes.end());
+    ContextPtr ctx = make_context(opts, model.model.get(), largest_batch);
+    print_header(opts, model);
+
+    const std::vector<llama_token> prompt = draw_prompt(model.model.get(), opts.n_prompt, opts.seed);
+    // Tokens fed to the timed passes: any ordinary tokens do, the cost does not depend on them.
+    const std::vector<llama_token> pass_tokens = draw_prompt(model.model.get(), kMaxVerifyBatch * 4, opts.seed + 1);
+    warm_up(ctx.get(), prompt, largest_batch);
+
+    // Plain decoding first; it leaves the prompt and n_gen tokens in the cache.
+    const GreedyTrace plain = run_plain_greedy(ctx.get(), prompt, opts.n_gen, model.n_vocab, false);
+    const double plain_ms = std::accumulate(plain.step_ms.begin(), plain.step_ms.end(), 0.0);
+    const double plain_tokens_per_s = opts.n_gen / (plain_ms / 1000.0);
+    printf("plain    %d one-token steps: %.3f ms median, %.1f tokens/s\n\n", opts.n_gen, median_of(plain.step_ms),
+           plain_tokens_per_s);
+
+    // Every pass starts right after the prompt.
+    remove_from(ctx.get(), (llama_pos) prompt.size());
+    printf("%4s %10s %10s %10s %10s %10s\n", "b", "median ms", "mean ms", "min ms", "max ms", "x b=1");
+    std::vector<std::pair<int, TimingSummary>> passes;
+    double b1_median = NAN;
+    for (const int b : opts.batch_sizes) {
+        TimingSummary t = time_verify_passes(ctx.get(), pass_tokens, (llama_pos) prompt.size(), b,
+                                             opts.bench_warmup, opts.bench_reps);
+        if (b == 1) {
+            b1_median = t.median();
+        }
+        printf("%4d %10.3f %10.3f %10.3f %10.3f %10.2f\n", b, t.median(), t.mean(), t.min(), t.max(),
+               t.median() / b1_median);
+        fflush(stdout);
+        passes.emplace_back(b, std::move(t));
+    }
+
+    std::optional<BandwidthResult> bandwidth;
+    if (opts.bandwidth_mib > 0) {
+        bandwidth = measure_copy_bandwidth(opts.bandwidth_mib, opts.bench_reps);
+        printf("\ncopy     %s: %.1f GB/s (read + write of %s, median of %d)\n", bandwidth->device.c_str(),
+               bandwidth->gb_per_s(), format_bytes(bandwidth->bytes_copied).c_str(), opts.bench_reps);
+    }
+
+    if (!opts.json_path.empty()) {
+        JsonWriter json;
+        json.begin_object();
+        write_common_json(json, opts, model);
+        json.key("model_tensor_bytes").value((uint64_t) llama_model_size(model.model.get()));
+        json.key("warmup").value(opts.bench_warmup);
+        json.key("reps").value(opts.bench_reps);
+        json.key("plain").begin_object();
+        json.key("steps").value((int) plain.step_ms.size());
+        json.key("tokens_per_s").value(plain_tokens_per_s);
+        json.key("ms_per_token_median").value(median_of(plain.step_ms));
+        json.key("ms_per_token_mean").value(mean_of(plain.step_ms));
+        json.end_object();
+        json.key("verify_passes").begin_array();
+        for (const auto & [b, t] : passes) {
+            json.begin_object();
+            json.key("b").value(b);
+            json.key("n_past").value(opts.n_prompt);
+            write_timing_json(json, t);
+            json.end_object();
+        }
+        json.end_array();
+        json.key("copy_bandwidth");
+        if (bandwidth) {
+            json.begin_object();
+            json.key("device").value(bandwidth->device);
+            json.key("bytes_copied").value(bandwidth->bytes_copied);
+            json.key("gb_per_s").value(bandwidth->gb_per_s());
+            write_timing_json(json, bandwidth->timing);
+            json.end_object();
+        } else {
+            json.null();
+        }
+        finish_report(json, opts, {"measured", true});
+    }
+    return kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char ** argv) {
@@ -1418,7 +1675,11 @@ int main(int argc, char ** argv) {
     int status = kExitOk;
     try {
         require_a_device();
-        status = opts.mode == Mode::Replay ? run_replay(opts) : run_spec(opts);
+        switch (opts.mode) {
+            case Mode::Replay: status = run_replay(opts); break;
+            case Mode::Spec:   status = run_spec(opts);   break;
+            case Mode::Bench:  status = run_bench(opts);  break;
+        }
     } catch (const UsageError & e) {
         fprintf(stderr, "%s: error: %s\n", kToolName, e.what());
         status = kExitUsageError;

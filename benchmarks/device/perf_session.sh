@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Performance runs on the H200 against the wheel that gpu_session.sh built
+# (`build`) and installed (`install`) in the same call:
+#
+#   perf_session.sh bench [ARGS]  hiraishin-llama-bench in the venv: exact vs stock verify
+#                                 passes b=1..16, plain and speculative tokens/s, the floor
+#   perf_session.sh kernels       test-backend-ops perf on the verify-batch MUL_MAT cases
+#                                 (Qwen3-8B matrices x 1..16 tokens), switch on and off
+#   perf_session.sh tune ROWS...  exact verify passes with mmvq rows per block forced to each
+#                                 ROWS (needs benchmarks/tuning/mmvq-rows-per-block.diff
+#                                 applied on top of the stack)
+#   perf_session.sh ncu           Nsight Compute on one verify pass of 16 tokens, exact and
+#                                 stock: the matrix kernels of one layer and flash attention
+#
+# Models are the benchmark's own, kept in $MODELS between phases.
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+REPO=$PWD
+BUILD=$REPO/build/cu13-sm90
+VENV=/tmp/venv
+MODELS=/tmp/bench-models
+QUANT=${QUANT:-Q4_K_M}
+model() { echo "$MODELS/qwen3-8b-36l-seed1-$QUANT-direct.gguf"; }
+replay() { "$VENV/bin/hiraishin-replay" "$@"; }
+
+case "${1:-}" in
+bench)
+    shift
+    "$VENV/bin/hiraishin-llama-bench" --work-dir "$MODELS" --json "$OUT/bench.json" "$@" 2>&1 | tee "$OUT/bench.txt"
+    ;;
+kernels)
+    cd "$BUILD/bin" || exit 1
+    filter='type_a=q4_K,type_b=f32,m=(1024|4096|12288|32000),n=([0-9]|1[0-6]),k=(4096|12288),bs=\[1,1\]'
+    for switch in 1 0; do
+        echo "== test-backend-ops perf MUL_MAT, GGML_CUDA_BATCH_INVARIANT=$switch"
+        GGML_CUDA_BATCH_INVARIANT=$switch timeout 240 ./test-backend-ops perf -b CUDA0 -o MUL_MAT -p "$filter" \
+            --output csv > "$OUT/kernels-switch$switch.csv" 2> "$OUT/kernels-switch$switch.err"
+        echo "rc=$? rows=$(wc -l < "$OUT/kernels-switch$switch.csv")"
+    done
+    ;;
+tune)
+    shift
+    for rows in "$@"; do
+        echo "== exact verify passes, mmvq rows per block = $rows"
+        HIRAISHIN_MMVQ_BI_ROWS=$rows GGML_CUDA_BATCH_INVARIANT=1 replay bench --model "$(model)" --ctx 2048 \
+            --n-prompt 512 --n-gen 64 --reps 20 --warmup 5 --bandwidth-mib 0 --json "$OUT/tune-rows$rows.json" \
+            | tail -18
+    done
+    ;;
+ncu)
+    # A one-layer model (the benchmark's draft) has the same matrices and attention as the
+    # 36-layer one, and ncu's kernel replay saves and restores far less memory per pass.
+    layers=1
+    ncu_model="$MODELS/qwen3-8b-${layers}l-seed1-$QUANT-direct.gguf"
+    [ -f "$ncu_model" ] || { echo "no $ncu_model: run the bench phase (with speculative decoding) first"; exit 1; }
+    NCU=$(command -v ncu || find /opt/nvidia -name ncu -type f 2>/dev/null | head -1)
+    [ -n "$NCU" ] || { echo "ncu not found"; exit 1; }
+    "$NCU" --version | tail -1
+    # hiraishin-replay bench with --batches 16 decodes, in this order: the warm-up's 16-token
+    # batch and one token, the 512-token prompt, one plain token, then the timed 16-token pass.
+    # Matrix products: the first 8 launches are the warm-up batch's layer (7) and the output
+    # matrix, the same kernels as in any pass of 16 tokens. Flash attention (one launch per
+    # layer and decode) depends on the KV length, so skip to the timed pass: 4 decodes.
+    for switch in 1 0; do
+        mode=$([ "$switch" = 1 ] && echo exact || echo stock)
+        matmul='regex:mul_mat_vec_q|mul_mat_q'
+        GGML_CUDA_BATCH_INVARIANT=$switch timeout 200 "$NCU" --clock-control none --target-processes all \
+            --kernel-name-base demangled --kernel-name "$matmul" --launch-skip 0 --launch-count 8 \
+            --section SpeedOfLight --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis \
+            --section WarpStateStats --section SchedulerStats --csv --page details \
+            "$VENV/bin/hiraishin-replay" bench --model "$ncu_model" \
+            --ctx 2048 --n-prompt 512 --n-gen 1 --batches 16 --reps 1 --warmup 0 --bandwidth-mib 0 \
+            > "$OUT/ncu-matmul-$mode.csv" 2> "$OUT/ncu-matmul-$mode.err"
+        echo "$mode matmul: rc=$? $(wc -l < "$OUT/ncu-matmul-$mode.csv") lines"
+        GGML_CUDA_BATCH_INVARIANT=$switch timeout 200 "$NCU" --clock-control none --target-processes all \
+            --kernel-name-base demangled --kernel-name "regex:flash_attn_(ext|tile)" --launch-skip $((4 * layers)) --launch-count "$layers" \
+            --section SpeedOfLight --section Occupancy --section LaunchStats --csv --page details \
+            "$VENV/bin/hiraishin-replay" bench --model "$ncu_model" \
+            --ctx 2048 --n-prompt 512 --n-gen 1 --batches 16 --reps 1 --warmup 0 --bandwidth-mib 0 \
+            > "$OUT/ncu-fattn-$mode.csv" 2> "$OUT/ncu-fattn-$mode.err"
+        echo "$mode flash attention: rc=$? $(wc -l < "$OUT/ncu-fattn-$mode.csv") lines"
+    done
+    ;;
+*)
+    sed -n '2,16p' "$0"
+    exit 2
+    ;;
+esac

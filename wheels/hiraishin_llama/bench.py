@@ -1,0 +1,314 @@
+"""``hiraishin-llama-bench``: what exactness costs, per verify batch size.
+
+For each model it times, with batch-invariant mode on (exact) and off
+(stock), one verify pass of b tokens for every b (``hiraishin-replay bench``:
+llama_decode of b tokens after a prompt, all b logits, synchronized, median of
+--reps passes after --warmup), plain one-token decoding, and end-to-end greedy
+speculative decoding with the model drafting for itself and with a small
+draft model (``hiraishin-replay spec``). It prints exact/stock per b next to
+the physical floor: the bytes a pass must read (every weight but the token
+embeddings, which are only gathered) over the device's measured copy
+bandwidth.
+
+The models are synthetic (``python -m hiraishin_llama.synthetic``), written
+directly in their quantized types by default, so that a full-size model takes
+seconds and no F16 model; timings depend on types and shapes, not on weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import gguf
+
+from . import __version__, runtime, synthetic
+from ._launch import switch_environment, tool_dir
+
+REPLAY = "hiraishin-replay"
+MODES = {"exact": True, "stock": False}
+# The only tensor a pass does not read whole: its rows are gathered per token.
+GATHERED_TENSORS = ("token_embd.weight",)
+
+
+class BenchError(RuntimeError):
+    """A measurement could not be made; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    preset: str = "qwen3-8b"
+    n_layer: int = 36
+    draft_layers: int = 1
+    quants: tuple[str, ...] = ("Q4_K_M", "Q6_K")
+    batches: tuple[int, ...] = tuple(range(1, 17))
+    # Passes start at this KV position; 512 keeps every b up to 16 in one 256-cell attention window.
+    depth: int = 512
+    reps: int = 20
+    warmup: int = 5
+    plain_tokens: int = 256
+    spec_tokens: int = 256
+    spec_prompts: int = 3
+    bandwidth_mib: int = 1024
+    seed: int = 1
+    ctx: int = 2048
+    direct: bool = True
+    spec: bool = True
+
+
+@dataclass(frozen=True)
+class VerifyRow:
+    b: int
+    exact_ms: float
+    stock_ms: float
+    floor_ms: float | None
+
+    @property
+    def ratio(self) -> float:
+        return self.exact_ms / self.stock_ms
+
+
+def pass_bytes(model: Path) -> int:
+    """Bytes of weights one forward pass reads: all tensors but the gathered embeddings."""
+    reader = gguf.GGUFReader(model)
+    return sum(int(t.n_bytes) for t in reader.tensors if t.name not in GATHERED_TENSORS)
+
+
+def model_path(work_dir: Path, config: BenchConfig, quant: str, n_layer: int) -> Path:
+    kind = "direct" if config.direct else "quantized"
+    return work_dir / f"{config.preset}-{n_layer}l-seed{config.seed}-{quant}-{kind}.gguf"
+
+
+def prepare_model(work_dir: Path, config: BenchConfig, quant: str, n_layer: int) -> Path:
+    """The synthetic model, made once and kept: the same arguments give the same bytes."""
+    target = model_path(work_dir, config, quant, n_layer)
+    if target.is_file():
+        return target
+    quantizer = tool_dir() / synthetic.QUANTIZER_NAME
+    print(f"making {target.name} ...", flush=True)
+    if config.direct:
+        synthetic.make_direct_model(config.preset, config.seed, n_layer, quant, target, quantizer)
+    else:
+        f16 = target.with_name(target.name + ".f16")
+        try:
+            synthetic.make_model(config.preset, config.seed, n_layer, f16)
+            synthetic.quantize(f16, target, quant, quantizer)
+        finally:
+            f16.unlink(missing_ok=True)
+    return target
+
+
+def run_replay(arguments: list[str], batch_invariant: bool, report: Path) -> dict:
+    """Run hiraishin-replay with the switch set and return its JSON report."""
+    command = [str(tool_dir() / REPLAY), *arguments, "--json", str(report)]
+    print(f"  {'exact' if batch_invariant else 'stock'}: {' '.join(arguments[:1] + arguments[3:])}", flush=True)
+    completed = subprocess.run(command, env=switch_environment(batch_invariant), capture_output=True, text=True)
+    if completed.returncode not in (0, 1) or not report.is_file():
+        tail = "\n".join((completed.stderr or completed.stdout).strip().splitlines()[-8:])
+        raise BenchError(f"{REPLAY} {arguments[0]} with batch-invariant mode "
+                         f"{'on' if batch_invariant else 'off'} failed (exit {completed.returncode}):\n{tail}")
+    return json.loads(report.read_text())
+
+
+def verify_rows(exact: dict, stock: dict, bytes_per_pass: int, bandwidth_gb_per_s: float | None) -> list[VerifyRow]:
+    stock_by_b = {p["b"]: p for p in stock["verify_passes"]}
+    floor_ms = bytes_per_pass / (bandwidth_gb_per_s * 1e9) * 1e3 if bandwidth_gb_per_s else None
+    return [VerifyRow(p["b"], p["median_ms"], stock_by_b[p["b"]]["median_ms"], floor_ms)
+            for p in exact["verify_passes"] if p["b"] in stock_by_b]
+
+
+def spec_summary(report: dict) -> dict:
+    results = report["results"]
+    return {
+        "plain_tokens_per_s": statistics.mean(r["plain_tokens_per_s"] for r in results),
+        "spec_tokens_per_s": statistics.mean(r["spec_tokens_per_s"] for r in results),
+        "acceptance_rate": statistics.mean(r["acceptance_rate"] for r in results if r["acceptance_rate"] is not None)
+        if any(r["acceptance_rate"] is not None for r in results) else None,
+        "identical_to_plain": sum(1 for r in results if r["identical"]),
+        "prompts": len(results),
+    }
+
+
+def bench_model(config: BenchConfig, quant: str, work_dir: Path, scratch: Path) -> dict:
+    target = prepare_model(work_dir, config, quant, config.n_layer)
+    draft = prepare_model(work_dir, config, quant, config.draft_layers) if config.spec else None
+    bytes_per_pass = pass_bytes(target)
+    batches = ",".join(str(b) for b in config.batches)
+    common = ["--model", str(target), "--ctx", str(config.ctx), "--seed", str(config.seed)]
+
+    print(f"{quant}: verify passes", flush=True)
+    passes = {}
+    for mode, switch in MODES.items():
+        bandwidth = str(config.bandwidth_mib if mode == "exact" else 0)
+        passes[mode] = run_replay(
+            ["bench", *common, "--n-prompt", str(config.depth), "--n-gen", str(config.plain_tokens),
+             "--batches", batches, "--reps", str(config.reps), "--warmup", str(config.warmup),
+             "--bandwidth-mib", bandwidth],
+            switch, scratch / f"{quant}-bench-{mode}.json")
+    copy = passes["exact"]["copy_bandwidth"]
+    bandwidth_gb_per_s = copy["gb_per_s"] if copy else None
+    rows = verify_rows(passes["exact"], passes["stock"], bytes_per_pass, bandwidth_gb_per_s)
+
+    spec = {}
+    if config.spec:
+        print(f"{quant}: speculative decoding", flush=True)
+        for draft_name, draft_args in (("self", []), (f"{config.draft_layers}-layer", ["--draft-model", str(draft)])):
+            for mode, switch in MODES.items():
+                report = run_replay(
+                    ["spec", *common, *draft_args, "--n-prompt", "64", "--n-gen", str(config.spec_tokens),
+                     "--prompts", str(config.spec_prompts)],
+                    switch, scratch / f"{quant}-spec-{draft_name}-{mode}.json")
+                spec.setdefault(draft_name, {})[mode] = {**spec_summary(report), "report": report}
+
+    return {
+        "model": {"path": str(target), "file_bytes": target.stat().st_size, "pass_bytes": bytes_per_pass,
+                  "desc": passes["exact"]["model_desc"], "n_layer": passes["exact"]["n_layer"],
+                  "draft": str(draft) if draft else None},
+        "copy_bandwidth_gb_per_s": bandwidth_gb_per_s,
+        "verify": [{**asdict(row), "ratio": row.ratio} for row in rows],
+        "plain_tokens_per_s": {mode: passes[mode]["plain"]["tokens_per_s"] for mode in MODES},
+        "spec": spec,
+        "reports": passes,
+    }
+
+
+def render(quant: str, result: dict, max_ratio: float | None) -> str:
+    lines = [f"{quant} ({result['model']['desc']}, {result['model']['n_layer']} layers, "
+             f"{result['model']['pass_bytes'] / 1e9:.2f} GB read per pass)"]
+    bandwidth = result["copy_bandwidth_gb_per_s"]
+    header = f"{'b':>3} {'exact ms':>10} {'stock ms':>10} {'exact/stock':>12} {'floor ms':>9} {'exact/floor':>12}"
+    lines += [header, "-" * len(header)]
+    for row in result["verify"]:
+        floor = row["floor_ms"]
+        floor_text = "-" if floor is None else f"{floor:.3f}"
+        over_floor = "-" if floor is None else f"{row['exact_ms'] / floor:.2f}"
+        mark = "  over" if max_ratio is not None and row["b"] > 1 and row["ratio"] > max_ratio else ""
+        lines.append(f"{row['b']:>3} {row['exact_ms']:>10.3f} {row['stock_ms']:>10.3f} {row['ratio']:>12.3f} "
+                     f"{floor_text:>9} {over_floor:>12}{mark}")
+    if bandwidth:
+        lines.append(f"floor: {result['model']['pass_bytes'] / 1e9:.2f} GB / {bandwidth:.0f} GB/s (device copy)")
+    plain = result["plain_tokens_per_s"]
+    lines.append(f"plain decoding: exact {plain['exact']:.1f} tok/s, stock {plain['stock']:.1f} tok/s")
+    for draft, modes in result["spec"].items():
+        parts = []
+        for mode, summary in modes.items():
+            acceptance = summary["acceptance_rate"]
+            parts.append(f"{mode} {summary['spec_tokens_per_s']:.1f} tok/s "
+                         f"({'-' if acceptance is None else f'{100 * acceptance:.0f}%'} accepted, "
+                         f"{summary['identical_to_plain']}/{summary['prompts']} identical to plain)")
+        lines.append(f"speculative, {draft} draft: " + "; ".join(parts))
+    return "\n".join(lines)
+
+
+def over_limit(results: dict[str, dict], max_ratio: float) -> list[str]:
+    return [f"{quant} b={row['b']}: {row['ratio']:.3f}" for quant, result in results.items()
+            for row in result["verify"] if row["b"] > 1 and row["ratio"] > max_ratio]
+
+
+def parse_batches(text: str) -> tuple[int, ...]:
+    """'1-16' or '1,2,4,8' (or a mix) -> sorted batch sizes, each 1..16."""
+    sizes: set[int] = set()
+    try:
+        for item in text.split(","):
+            first, _, last = item.partition("-")
+            sizes.update(range(int(first), int(last or first) + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"batch sizes must look like 1-16 or 1,2,4, got {text!r}") from None
+    if not sizes or min(sizes) < 1 or max(sizes) > 16:
+        raise argparse.ArgumentTypeError(f"batch sizes must be between 1 and 16, got {text!r}")
+    return tuple(sorted(sizes))
+
+
+def main(argv: list[str] | None = None) -> int:
+    defaults = BenchConfig()
+    parser = argparse.ArgumentParser(prog="hiraishin-llama-bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default=defaults.preset, help=f"synthetic model shape (default: {defaults.preset})")
+    parser.add_argument("--n-layer", type=int, default=defaults.n_layer, help="layers (default: 36, all of Qwen3-8B)")
+    parser.add_argument("--draft-layers", type=int, default=defaults.draft_layers,
+                        help="layers of the small draft model (default: 1)")
+    parser.add_argument("--quants", default=",".join(defaults.quants), help="models (default: Q4_K_M,Q6_K)")
+    parser.add_argument("--batches", type=parse_batches, default=defaults.batches, help="verify batch sizes (default: 1-16)")
+    parser.add_argument("--depth", type=int, default=defaults.depth, help="KV position of the timed passes (default: 512)")
+    parser.add_argument("--reps", type=int, default=defaults.reps, help="timed passes per batch size (default: 20)")
+    parser.add_argument("--warmup", type=int, default=defaults.warmup, help="untimed passes first (default: 5)")
+    parser.add_argument("--plain-tokens", type=int, default=defaults.plain_tokens,
+                        help="tokens of timed plain decoding (default: 256)")
+    parser.add_argument("--spec-tokens", type=int, default=defaults.spec_tokens,
+                        help="tokens per speculative run (default: 256)")
+    parser.add_argument("--spec-prompts", type=int, default=defaults.spec_prompts, help="prompts per speculative setting (default: 3)")
+    parser.add_argument("--no-spec", action="store_true", help="skip the speculative-decoding runs")
+    parser.add_argument("--bandwidth-mib", type=int, default=defaults.bandwidth_mib,
+                        help="size of the bandwidth copy in MiB (default: 1024; 0 skips the floor)")
+    parser.add_argument("--quantize", action="store_true",
+                        help="make the models by quantizing an F16 model instead of writing them directly (slow)")
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--max-ratio", type=float, default=None,
+                        help="exit 1 if exact/stock exceeds this at any b >= 2 (e.g. 1.10)")
+    parser.add_argument("--work-dir", type=Path, default=None, help="where models are kept (default: a cache directory)")
+    parser.add_argument("--json", type=Path, default=Path("hiraishin-bench.json"), help="the report (default: ./hiraishin-bench.json)")
+    args = parser.parse_args(argv)
+
+    try:
+        quants = tuple(synthetic.normalize_quant_type(q) for q in args.quants.split(","))
+        synthetic.get_preset(args.preset)
+    except ValueError as error:
+        parser.error(str(error))
+    for name in ("n_layer", "draft_layers", "reps", "plain_tokens", "spec_tokens", "spec_prompts"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    config = BenchConfig(preset=args.preset, n_layer=args.n_layer, draft_layers=args.draft_layers, quants=quants,
+                         batches=args.batches, depth=args.depth, reps=args.reps, warmup=args.warmup,
+                         plain_tokens=args.plain_tokens, spec_tokens=args.spec_tokens, spec_prompts=args.spec_prompts,
+                         bandwidth_mib=args.bandwidth_mib, seed=args.seed,
+                         ctx=max(2048, args.depth + max(args.batches) + args.plain_tokens + 1),
+                         direct=not args.quantize, spec=not args.no_spec)
+
+    runtime.warn_about_environment("hiraishin-llama-bench")
+    work_dir = args.work_dir or runtime.cache_dir() / "models"
+    work_dir.mkdir(parents=True, exist_ok=True)
+    started = datetime.datetime.now(datetime.timezone.utc)
+    results = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="hiraishin-bench-") as scratch:
+            for quant in quants:
+                results[quant] = bench_model(config, quant, work_dir, Path(scratch))
+                print("\n" + render(quant, results[quant], args.max_ratio) + "\n", flush=True)
+    except (BenchError, OSError, ValueError, synthetic.QuantizationError) as error:
+        print(f"hiraishin-llama-bench: error: {error}", file=sys.stderr)
+        return 2
+
+    build = runtime.build_info()
+    report = {
+        "tool": "hiraishin-llama-bench",
+        "version": __version__,
+        "date": started.isoformat(timespec="seconds"),
+        "commit": build.get("patched_commit"),
+        "upstream": build.get("upstream"),
+        "build": build,
+        "gpus": [asdict(g) for g in runtime.gpus()],
+        "driver": runtime.driver_versions(),
+        "config": asdict(config),
+        "results": results,
+    }
+    failures = over_limit(results, args.max_ratio) if args.max_ratio is not None else []
+    report["max_ratio"] = args.max_ratio
+    report["over_max_ratio"] = failures
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"report in {args.json}")
+    if failures:
+        print(f"exact/stock above {args.max_ratio}: {', '.join(failures)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
