@@ -34,7 +34,7 @@ fi
 ninja -C "$build" -j"$(nproc)" ggml-cuda llama hiraishin-replay llama-quantize
 
 mkdir -p "$stage/tmp/cuda-build/bin" "$stage/tmp/cuda-build/tools/quantize" "$stage/meta"
-cp -a "$build"/bin/hiraishin-replay "$build"/bin/libggml*.so* "$build"/bin/libllama.so "$stage/tmp/cuda-build/bin/"
+cp -a "$build"/bin/hiraishin-replay "$build"/bin/libggml*.so* "$build"/bin/libllama.so "$build"/bin/libllama-common.so "$stage/tmp/cuda-build/bin/"
 cp -a "$build/tools/quantize/llama-quantize" "$stage/tmp/cuda-build/tools/quantize/"
 cuda_lib=$(readlink -f "$stage/tmp/cuda-build/bin/libggml-cuda.so")
 patchelf --add-needed libcuda.so.1 "$cuda_lib"
