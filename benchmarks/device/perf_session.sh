@@ -6,6 +6,8 @@
 #                                 passes b=1..16, plain and speculative tokens/s, the floor
 #   perf_session.sh kernels       test-backend-ops perf on the verify-batch MUL_MAT cases
 #                                 (Qwen3-8B matrices x 1..16 tokens), switch on and off
+#                                 (about 2.5 min per switch on the H200; needs a wheel build
+#                                 with -D HIRAISHIN_BUILD_TESTS=ON, not the development build)
 #   perf_session.sh tune ROWS...  exact verify passes with mmvq rows per block forced to each
 #                                 ROWS (needs benchmarks/tuning/mmvq-rows-per-block.diff
 #                                 applied on top of the stack)
@@ -35,9 +37,10 @@ kernels)
     filter='type_a=q4_K,type_b=f32,m=(1024|4096|12288|32000),n=([0-9]|1[0-6]),k=(4096|12288),bs=\[1,1\]'
     for switch in 1 0; do
         echo "== test-backend-ops perf MUL_MAT, GGML_CUDA_BATCH_INVARIANT=$switch"
+        # The console output: its csv format leaves out the timings (us/run).
         GGML_CUDA_BATCH_INVARIANT=$switch timeout 240 ./test-backend-ops perf -b CUDA0 -o MUL_MAT -p "$filter" \
-            --output csv > "$OUT/kernels-switch$switch.csv" 2> "$OUT/kernels-switch$switch.err"
-        echo "rc=$? rows=$(wc -l < "$OUT/kernels-switch$switch.csv")"
+            > "$OUT/kernels-switch$switch.txt" 2>&1
+        echo "rc=$? cases=$(grep -c 'us/run' "$OUT/kernels-switch$switch.txt")"
     done
     ;;
 tune)
