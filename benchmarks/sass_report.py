@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Count the instructions in the main loop of CUDA kernels, by opcode and by kind.
+
+Reads the SASS that ``cuobjdump -sass`` prints for an object file, a cubin or a
+shared library, picks the kernels whose mangled names match a regular
+expression, takes each kernel's largest backward branch as its main loop and
+counts what one iteration executes (statically: every instruction between the
+branch target and the branch). For mmvq that answers where the instructions of
+a wide launch go: per (row, column) pair, how much is the column's own work
+and how much repeats work that depends on the weights only.
+
+    python3 benchmarks/sass_report.py mmvq.cu.o --kernel 'mul_mat_vec_qIL9ggml_type12E' \\
+        --cuobjdump PATH --out sass.json
+
+cuobjdump comes with the CUDA toolkit; where the toolkit has none, the one in
+Triton's wheel (triton/backends/nvidia/bin/cuobjdump) reads sm_90 code too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+INSTRUCTION = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
+BRANCH_TARGET = re.compile(r"0x([0-9a-f]+)")
+
+KINDS = {
+    "dp4a": ("IDP",),
+    "load": ("LDG", "LDS", "LDC", "LD", "ULDC"),
+    "float": ("FFMA", "FMUL", "FADD", "FMNMX", "FSEL"),
+    "convert": ("I2F", "I2FP", "F2F", "F2I", "HADD2", "HMUL2", "HFMA2", "F2FP"),
+    "shuffle": ("SHFL",),
+    "store": ("STG", "STS", "ST"),
+}
+
+
+def kind_of(opcode: str) -> str:
+    base = opcode.split(".")[0]
+    for kind, prefixes in KINDS.items():
+        if base in prefixes:
+            return kind
+    return "integer/other"
+
+
+def split_functions(sass: str) -> dict[str, list[tuple[int, str, str]]]:
+    functions: dict[str, list[tuple[int, str, str]]] = {}
+    current = None
+    for line in sass.splitlines():
+        if "Function : " in line:
+            current = line.split("Function : ", 1)[1].strip()
+            functions[current] = []
+        elif current is not None:
+            match = INSTRUCTION.match(line)
+            if match:
+                functions[current].append((int(match[1], 16), match[2], match[3]))
+    return functions
+
+
+def main_loop(instructions: list[tuple[int, str, str]]) -> tuple[int, int] | None:
+    """Address range of the largest loop: a branch to an earlier address."""
+    loops = []
+    for address, opcode, operands in instructions:
+        if opcode.startswith("BRA"):
+            target = BRANCH_TARGET.search(operands)
+            if target and int(target[1], 16) < address:
+                loops.append((address - int(target[1], 16), int(target[1], 16), address))
+    return max(loops)[1:] if loops else None
+
+
+def analyze(instructions: list[tuple[int, str, str]]) -> dict:
+    loop = main_loop(instructions)
+    report = {"static_instructions": len(instructions), "loop": None}
+    if loop is None:
+        return report
+    body = [opcode for address, opcode, _ in instructions if loop[0] <= address <= loop[1]]
+    report["loop"] = {
+        "instructions": len(body),
+        "by_kind": dict(sorted(collections.Counter(kind_of(op) for op in body).items())),
+        "by_opcode": dict(collections.Counter(body).most_common()),
+    }
+    return report
+
+
+def disassemble(binary: Path, cuobjdump: str) -> str:
+    result = subprocess.run([cuobjdump, "-sass", str(binary)], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"{cuobjdump} -sass {binary} failed (exit {result.returncode}): "
+                           f"{result.stderr.strip()[-500:]}")
+    return result.stdout
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("binary", type=Path, help="object file, cubin or shared library with sm_xx code")
+    parser.add_argument("--kernel", required=True, help="regular expression on the mangled kernel names")
+    parser.add_argument("--cuobjdump", default=os.environ.get("CUOBJDUMP") or shutil.which("cuobjdump"),
+                        help="cuobjdump to use (default: $CUOBJDUMP, else PATH)")
+    parser.add_argument("--out", type=Path, help="write the counts as JSON here")
+    args = parser.parse_args(argv)
+    if not args.cuobjdump:
+        parser.error("no cuobjdump: pass --cuobjdump or set CUOBJDUMP (Triton's wheel carries one)")
+    if not args.binary.is_file():
+        parser.error(f"{args.binary}: no such file")
+    try:
+        functions = split_functions(disassemble(args.binary, args.cuobjdump))
+    except RuntimeError as error:
+        print(f"sass_report: error: {error}", file=sys.stderr)
+        return 2
+    pattern = re.compile(args.kernel)
+    reports = {name: analyze(body) for name, body in sorted(functions.items()) if pattern.search(name)}
+    if not reports:
+        print(f"sass_report: error: no kernel in {args.binary} matches {args.kernel!r} "
+              f"({len(functions)} kernels read)", file=sys.stderr)
+        return 2
+    for name, report in reports.items():
+        loop = report["loop"]
+        summary = "no loop" if loop is None else f"loop {loop['instructions']:5d}: " + ", ".join(
+            f"{kind} {count}" for kind, count in loop["by_kind"].items())
+        print(f"{name[:72]:<72} {summary}")
+    if args.out:
+        args.out.write_text(json.dumps(reports, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
