@@ -93,16 +93,8 @@ def prepare_model(work_dir: Path, config: BenchConfig, quant: str, n_layer: int)
         return target
     quantizer = tool_dir() / synthetic.QUANTIZER_NAME
     print(f"making {target.name} ...", flush=True)
-    if config.direct:
-        synthetic.make_direct_model(config.preset, config.seed, n_layer, quant, target, quantizer)
-    else:
-        f16 = target.with_name(target.name + ".f16")
-        try:
-            synthetic.make_model(config.preset, config.seed, n_layer, f16)
-            synthetic.quantize(f16, target, quant, quantizer)
-        finally:
-            f16.unlink(missing_ok=True)
-    return target
+    make = synthetic.make_direct_model if config.direct else synthetic.make_quantized_model
+    return make(config.preset, config.seed, n_layer, quant, target, quantizer)
 
 
 def run_replay(arguments: list[str], batch_invariant: bool, report: Path) -> dict:

@@ -329,6 +329,29 @@ class _AtomicGGUF:
             self.partial.unlink(missing_ok=True)
 
 
+def _write_header(writer: gguf.GGUFWriter, specs: list[_TensorSpec],
+                  types: dict[str, gguf.GGMLQuantizationType] | None = None) -> None:
+    """The tensor table and everything before the data: each tensor in its spec's
+    float type, or in types[name] where given (quantized tensors as raw blocks)."""
+    for spec in specs:
+        qtype = (types or {}).get(spec.name)
+        if qtype is None or _float_dtype(qtype) is not None:
+            dtype = np.dtype(spec.dtype if qtype is None else _float_dtype(qtype))
+            writer.add_tensor_info(spec.name, spec.shape, dtype, int(np.prod(spec.shape)) * dtype.itemsize)
+        else:
+            block_size, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
+            byte_shape = (*spec.shape[:-1], spec.shape[-1] // block_size * block_bytes)
+            writer.add_tensor_info(spec.name, byte_shape, np.dtype(np.uint8), int(np.prod(byte_shape)),
+                                   raw_dtype=qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+
+
+def _float_dtype(qtype: gguf.GGMLQuantizationType) -> type[np.floating] | None:
+    return {gguf.GGMLQuantizationType.F32: np.float32, gguf.GGMLQuantizationType.F16: np.float16}.get(qtype)
+
+
 def make_model(preset: str | Preset, seed: int, n_layer: int | None, out_path: str | os.PathLike[str]) -> Path:
     """Write a synthetic F16 qwen3 GGUF to out_path and return its path.
 
@@ -339,14 +362,22 @@ def make_model(preset: str | Preset, seed: int, n_layer: int | None, out_path: s
     specs = _tensor_specs(preset, n_layer)
     with _AtomicGGUF(out_path) as writer:
         _add_metadata(writer, preset, seed, n_layer)
-        for spec in specs:
-            writer.add_tensor_info(spec.name, spec.shape, np.dtype(spec.dtype), spec.nbytes)
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_ti_data_to_file()
+        _write_header(writer, specs)
         for spec in specs:
             writer.write_tensor_data(_materialize(spec, seed))
     return out_path
+
+
+def make_quantized_model(preset: str | Preset, seed: int, n_layer: int | None, qtype: str,
+                         out_path: str | os.PathLike[str], quantizer_path: str | os.PathLike[str]) -> Path:
+    """The F16 model quantized to qtype by llama-quantize; the F16 file is removed afterwards."""
+    out_path = Path(out_path)
+    f16_path = out_path.with_name(out_path.name + ".f16")
+    try:
+        make_model(preset, seed, n_layer, f16_path)
+        return quantize(f16_path, out_path, qtype, quantizer_path)
+    finally:
+        f16_path.unlink(missing_ok=True)
 
 
 def write_shape_model(preset: str | Preset, n_layer: int | None, out_path: str | os.PathLike[str]) -> Path:
@@ -360,11 +391,7 @@ def write_shape_model(preset: str | Preset, n_layer: int | None, out_path: str |
     specs = _tensor_specs(preset, n_layer)
     with _AtomicGGUF(out_path) as writer:
         _add_metadata(writer, preset, 0, n_layer)
-        for spec in specs:
-            writer.add_tensor_info(spec.name, spec.shape, np.dtype(spec.dtype), spec.nbytes)
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_ti_data_to_file()
+        _write_header(writer, specs)
         handle = writer.fout[0]
         data_start = handle.tell()
         data_start += -data_start % writer.data_alignment
@@ -440,28 +467,16 @@ def make_direct_model(preset: str | Preset, seed: int, n_layer: int | None, qtyp
         shape_model.unlink(missing_ok=True)
 
     def tensor_data(spec: _TensorSpec) -> np.ndarray:
-        if types[spec.name] in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
-            return _materialize(spec, seed).astype(np.float32 if types[spec.name] == gguf.GGMLQuantizationType.F32
-                                                   else np.float16, copy=False)
+        dtype = _float_dtype(types[spec.name])
+        if dtype is not None:
+            return _materialize(spec, seed).astype(dtype, copy=False)
         return _materialize_quantized(spec, types[spec.name], seed)
 
     with _AtomicGGUF(out_path) as writer:
         _add_metadata(writer, preset, seed, n_layer, _FILE_TYPES[qtype])
         writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
         writer.add_string("hiraishin.synthetic.weights", "direct")
-        for spec in specs:
-            qtype_of = types[spec.name]
-            if qtype_of in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
-                dtype = np.dtype(np.float32 if qtype_of == gguf.GGMLQuantizationType.F32 else np.float16)
-                writer.add_tensor_info(spec.name, spec.shape, dtype, int(np.prod(spec.shape)) * dtype.itemsize)
-            else:
-                block_size, block_bytes = gguf.GGML_QUANT_SIZES[qtype_of]
-                byte_shape = (*spec.shape[:-1], spec.shape[-1] // block_size * block_bytes)
-                writer.add_tensor_info(spec.name, byte_shape, np.dtype(np.uint8), int(np.prod(byte_shape)),
-                                       raw_dtype=qtype_of)
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_ti_data_to_file()
+        _write_header(writer, specs, types)
         for spec in specs:
             writer.write_tensor_data(tensor_data(spec))
     return out_path
@@ -555,18 +570,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.quant is None:
             make_model(args.preset, args.seed, args.n_layer, args.out)
-        elif args.direct:
-            quantizer = args.quantizer if args.quantizer is not None else find_quantizer()
-            make_direct_model(args.preset, args.seed, args.n_layer, args.quant, args.out, quantizer)
         else:
-            qtype = normalize_quant_type(args.quant)
             quantizer = args.quantizer if args.quantizer is not None else find_quantizer()
-            f16_path = args.out.with_name(args.out.name + ".f16")
-            try:
-                make_model(args.preset, args.seed, args.n_layer, f16_path)
-                quantize(f16_path, args.out, qtype, quantizer)
-            finally:
-                f16_path.unlink(missing_ok=True)
+            make = make_direct_model if args.direct else make_quantized_model
+            make(args.preset, args.seed, args.n_layer, args.quant, args.out, quantizer)
     except (ValueError, OSError, QuantizationError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
