@@ -5,9 +5,11 @@ Reads the SASS that ``cuobjdump -sass`` prints for an object file, a cubin or a
 shared library, picks the kernels whose mangled names match a regular
 expression, takes each kernel's largest backward branch as its main loop and
 counts what one iteration executes (statically: every instruction between the
-branch target and the branch). For mmvq that answers where the instructions of
-a wide launch go: per (row, column) pair, how much is the column's own work
-and how much repeats work that depends on the weights only.
+branch target and the branch), next to each kernel's registers and stack
+frame (where ptxas puts spilled registers) from ``cuobjdump -res-usage``.
+For mmvq that answers where the instructions of a wide launch go: per
+(row, column) pair, how much is the column's own work and how much repeats
+work that depends on the weights only.
 
     python3 benchmarks/sass_report.py mmvq.cu.o --kernel 'mul_mat_vec_qIL9ggml_type12E' \\
         --cuobjdump PATH --out sass.json
@@ -28,6 +30,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+RESOURCES = re.compile(r"Function (\S+):\s*\n\s*REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")
 INSTRUCTION = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
 BRANCH_TARGET = re.compile(r"0x([0-9a-f]+)")
 
@@ -88,12 +91,18 @@ def analyze(instructions: list[tuple[int, str, str]]) -> dict:
     return report
 
 
-def disassemble(binary: Path, cuobjdump: str) -> str:
-    result = subprocess.run([cuobjdump, "-sass", str(binary)], capture_output=True, text=True)
+def cuobjdump_output(binary: Path, cuobjdump: str, option: str) -> str:
+    result = subprocess.run([cuobjdump, option, str(binary)], capture_output=True, text=True)
     if result.returncode != 0:
-        raise RuntimeError(f"{cuobjdump} -sass {binary} failed (exit {result.returncode}): "
+        raise RuntimeError(f"{cuobjdump} {option} {binary} failed (exit {result.returncode}): "
                            f"{result.stderr.strip()[-500:]}")
     return result.stdout
+
+
+def resource_usage(text: str) -> dict[str, dict[str, int]]:
+    """Registers, stack frame (spills land there), static shared and local memory per kernel, from -res-usage."""
+    return {m[1]: {"registers": int(m[2]), "stack_bytes": int(m[3]), "shared_bytes": int(m[4]),
+                   "local_bytes": int(m[5])} for m in RESOURCES.finditer(text)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,12 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     if not args.binary.is_file():
         parser.error(f"{args.binary}: no such file")
     try:
-        functions = split_functions(disassemble(args.binary, args.cuobjdump))
+        functions = split_functions(cuobjdump_output(args.binary, args.cuobjdump, "-sass"))
+        resources = resource_usage(cuobjdump_output(args.binary, args.cuobjdump, "-res-usage"))
     except RuntimeError as error:
         print(f"sass_report: error: {error}", file=sys.stderr)
         return 2
     pattern = re.compile(args.kernel)
-    reports = {name: analyze(body) for name, body in sorted(functions.items()) if pattern.search(name)}
+    reports = {name: {**analyze(body), "resources": resources.get(name)}
+               for name, body in sorted(functions.items()) if pattern.search(name)}
     if not reports:
         print(f"sass_report: error: no kernel in {args.binary} matches {args.kernel!r} "
               f"({len(functions)} kernels read)", file=sys.stderr)
@@ -123,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         loop = report["loop"]
         summary = "no loop" if loop is None else f"loop {loop['instructions']:5d}: " + ", ".join(
             f"{kind} {count}" for kind, count in loop["by_kind"].items())
-        print(f"{name[:72]:<72} {summary}")
+        registers = (report["resources"] or {}).get("registers", "?")
+        print(f"{name[:72]:<72} regs {registers:>3}  {summary}")
     if args.out:
         args.out.write_text(json.dumps(reports, indent=2) + "\n")
     return 0

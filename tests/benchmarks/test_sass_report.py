@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,6 +30,17 @@ SASS = """
 """
 
 
+RES_USAGE = """\
+Resource usage:
+ Common:
+  GLOBAL:0
+ Function _Z6kernelILi16EEvPKv:
+  REG:128 STACK:0 SHARED:25600 LOCAL:0 CONSTANT[0]:672 TEXTURE:0 SURFACE:0 SAMPLER:0
+ Function _Z6otherv:
+  REG:40 STACK:64 SHARED:0 LOCAL:176 CONSTANT[0]:528 TEXTURE:0 SURFACE:0 SAMPLER:0
+"""
+
+
 def test_the_main_loop_is_the_backward_branch_and_is_counted_by_kind() -> None:
     functions = sass_report.split_functions(SASS)
     assert set(functions) == {"_Z6kernelILi16EEvPKv", "_Z6otherv"}
@@ -49,9 +61,17 @@ def test_no_matching_kernel_is_an_error(tmp_path: Path, capsys) -> None:
     binary = tmp_path / "k.o"
     binary.write_bytes(b"\x7fELF")
     fake = tmp_path / "cuobjdump"
-    fake.write_text("#!/bin/sh\ncat <<'SASS'\n" + SASS + "SASS\n")
+    fake.write_text("#!/bin/sh\nif [ \"$1\" = -res-usage ]; then cat <<'RES'\n" + RES_USAGE + "RES\nexit 0; fi\n"
+                    "cat <<'SASS'\n" + SASS + "SASS\n")
     fake.chmod(0o755)
     assert sass_report.main([str(binary), "--kernel", "mul_mat", "--cuobjdump", str(fake)]) == 2
     assert "no kernel in" in capsys.readouterr().err
     assert sass_report.main([str(binary), "--kernel", "kernel", "--cuobjdump", str(fake),
                              "--out", str(tmp_path / "o.json")]) == 0
+    report = json.loads((tmp_path / "o.json").read_text())["_Z6kernelILi16EEvPKv"]
+    assert report["resources"] == {"registers": 128, "stack_bytes": 0, "shared_bytes": 25600, "local_bytes": 0}
+
+
+def test_resource_usage_reads_registers_and_the_stack_frame() -> None:
+    usage = sass_report.resource_usage(RES_USAGE)
+    assert usage["_Z6otherv"] == {"registers": 40, "stack_bytes": 64, "shared_bytes": 0, "local_bytes": 176}
