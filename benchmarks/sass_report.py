@@ -77,17 +77,20 @@ def main_loop(instructions: list[tuple[int, str, str]]) -> tuple[int, int] | Non
     return max(loops)[1:] if loops else None
 
 
-def analyze(instructions: list[tuple[int, str, str]]) -> dict:
+def analyze(instructions: list[tuple[int, str, str]], operands: tuple[str, ...] = ()) -> dict:
+    """The main loop's instructions by kind and opcode, and how many of them name each of `operands`."""
     loop = main_loop(instructions)
     report = {"static_instructions": len(instructions), "loop": None}
     if loop is None:
         return report
-    body = [opcode for address, opcode, _ in instructions if loop[0] <= address <= loop[1]]
+    body = [(opcode, args) for address, opcode, args in instructions if loop[0] <= address <= loop[1]]
     report["loop"] = {
         "instructions": len(body),
-        "by_kind": dict(sorted(collections.Counter(kind_of(op) for op in body).items())),
-        "by_opcode": dict(collections.Counter(body).most_common()),
+        "by_kind": dict(sorted(collections.Counter(kind_of(op) for op, _ in body).items())),
+        "by_opcode": dict(collections.Counter(op for op, _ in body).most_common()),
     }
+    if operands:
+        report["loop"]["with_operand"] = {text: sum(1 for _, args in body if text in args) for text in operands}
     return report
 
 
@@ -111,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernel", required=True, help="regular expression on the mangled kernel names")
     parser.add_argument("--cuobjdump", default=os.environ.get("CUOBJDUMP") or shutil.which("cuobjdump"),
                         help="cuobjdump to use (default: $CUOBJDUMP, else PATH)")
+    parser.add_argument("--operand", action="append", default=[],
+                        help="also count the loop's instructions whose operands contain this text, e.g. an "
+                             "immediate such as 0x3f3f (repeatable)")
     parser.add_argument("--out", type=Path, help="write the counts as JSON here")
     args = parser.parse_args(argv)
     if not args.cuobjdump:
@@ -124,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sass_report: error: {error}", file=sys.stderr)
         return 2
     pattern = re.compile(args.kernel)
-    reports = {name: {**analyze(body), "resources": resources.get(name)}
+    reports = {name: {**analyze(body, tuple(args.operand)), "resources": resources.get(name)}
                for name, body in sorted(functions.items()) if pattern.search(name)}
     if not reports:
         print(f"sass_report: error: no kernel in {args.binary} matches {args.kernel!r} "

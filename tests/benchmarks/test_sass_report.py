@@ -50,6 +50,10 @@ def test_the_main_loop_is_the_backward_branch_and_is_counted_by_kind() -> None:
     assert report["loop"]["instructions"] == 6
     assert report["loop"]["by_kind"] == {"convert": 1, "dp4a": 1, "float": 1, "integer/other": 2, "load": 1}
     assert report["loop"]["by_opcode"]["LOP3.LUT"] == 1
+    assert "with_operand" not in report["loop"]
+    masked = sass_report.analyze(functions["_Z6kernelILi16EEvPKv"], ("0x3f3f", "0x10"))
+    # 0x10 is the shuffle's offset, after the loop: only what the loop executes counts.
+    assert masked["loop"]["with_operand"] == {"0x3f3f": 1, "0x10": 0}
 
 
 def test_a_kernel_without_a_loop_has_none() -> None:
