@@ -125,7 +125,9 @@ def test_whole_run_writes_the_table_and_report(stand_in_tools: Path, tmp_path: P
     # The models are kept and reused: a second run makes none.
     models = sorted(p.name for p in (tmp_path / "models").iterdir())
     assert models == ["tiny-1l-seed1-Q4_K_M-direct.gguf", "tiny-2l-seed1-Q4_K_M-direct.gguf"]
-    assert "making" not in _run_main(tmp_path)[1] and "making" not in capsys.readouterr().out
+    assert "making" in out
+    assert _run_main(tmp_path)[0] == 0
+    assert "making" not in capsys.readouterr().out
 
 
 def test_max_ratio_fails_the_run_only_above_the_limit(stand_in_tools: Path, tmp_path: Path,
