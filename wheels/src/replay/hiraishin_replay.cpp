@@ -1223,6 +1223,8 @@ void write_common_json(JsonWriter & json, const Options & opts, const LoadedMode
         json.key(name).value(std::getenv(name));
     }
     json.end_object();
+    // the mode the library resolved from both switches (ggml_batch_invariant), which is what ran
+    json.key("batch_invariant").value(ggml_batch_invariant());
 }
 
 void write_json_file(const std::string & path, const JsonWriter & json) {
@@ -1264,6 +1266,7 @@ void print_header(const Options & opts, const LoadedModel & model) {
             printf("env      %s=%s\n", name, value);
         }
     }
+    printf("mode     batch-invariant %s\n", ggml_batch_invariant() ? "on" : "off");
 }
 
 std::string optional_to_string(const std::optional<int> & value) {
