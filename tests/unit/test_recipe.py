@@ -30,7 +30,7 @@ def test_repository_recipes_load() -> None:
     assert cuda.compute_capabilities == ("90",)
     defines = cuda.cmake_defines()
     assert defines["GGML_CUDA"] == "ON" and defines["CMAKE_CUDA_ARCHITECTURES"] == "90-real;90-virtual"
-    assert defines["LLAMA_BUILD_WEBUI"] == "OFF" and defines["GGML_BACKEND_DL"] == "ON"
+    assert defines["LLAMA_BUILD_UI"] == "OFF" and defines["LLAMA_USE_PREBUILT_UI"] == "OFF" and defines["GGML_BACKEND_DL"] == "ON"
 
 
 @pytest.mark.parametrize(
