@@ -83,6 +83,9 @@ print(json.dumps({"build_seconds": finished - started,
                   "wheels": [{"file": os.path.basename(w), "bytes": os.path.getsize(w)} for w in wheels]}, indent=2))
 PY
     cat "$OUT/wheel.json"
+    # the largest members, for a wheel that outgrew its recipe's size budget (no unzip on this machine)
+    python3 -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [print(i.file_size, i.compress_size, i.filename) for i in sorted(z.infolist(), key=lambda i: -i.compress_size)[:12]]' \
+        "$(ls "$WHEEL_DIR"/*.whl | head -1)" | tee "$OUT/wheel-members.txt"
     ;;
 smoke)
     shift

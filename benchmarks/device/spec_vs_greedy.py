@@ -58,7 +58,7 @@ def speculative(model: Path, draft: Path, text: str, n_predict: int, ctx: int, d
     thread_args = ["-t", str(threads), "-tb", str(threads)] if threads else []
     run = subprocess.run(
         ["llama-speculative-simple", "-m", str(model), "-md", str(draft), "-p", text, "-n", str(n_predict),
-         "-c", str(ctx), "-cd", str(ctx), "-ngl", "99", "-ngld", "99", "-fa", "on", "--temp", "0", "--top-k", "1",
+         "-c", str(ctx), "-ngl", "99", "-ngld", "99", "-fa", "on", "--temp", "0", "--top-k", "1",
          "--draft-max", str(draft_max), "--draft-min", str(draft_min), "--draft-p-min", "0.0", *thread_args],
         capture_output=True)
     stderr = run.stderr.decode("utf-8", errors="replace")
