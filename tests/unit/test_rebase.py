@@ -437,7 +437,7 @@ def test_tags_newer_than_the_pin(sp: StackProject) -> None:
     sh_git(repo, "checkout", "-q", "master")
     sp.cache.fetch(str(repo), sp.project.pin())
     pin = sp.project.pin()
-    found = newer_than(sp.cache.store(), pin.ref, pin.commit)
+    found = newer_than(sp.cache.refs(), pin.ref, pin.commit)
     assert [(p.tag.name, p.relation) for p in found] == [("b102", Relation.NEWER), ("b150", Relation.DIVERGED)]
     listed = hiraishin("upstream", "tags", cwd=sp.project.root)
     assert listed.returncode == 0 and "b102" in listed.stdout and "diverged, later" in listed.stdout
