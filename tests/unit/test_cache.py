@@ -191,6 +191,19 @@ def test_sources_that_disagree_on_a_tag(tmp_path: Path, upstream: Upstream, fork
     assert {"fork/b102", "upstream/b102"} <= labels and "b101" in labels
 
 
+def test_the_pins_repository_decides_what_the_pinned_tag_names(
+    tmp_path: Path, upstream: Upstream, fork: Upstream, cache: UpstreamCache,
+) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    sh_git(fork.path, "tag", "-a", "-m", "the fork's own b101", upstream.tag, fork.commit)
+    cache.fetch(str(fork.path), pin)
+    # Only the fork has a b101, and it is another commit: refused, both named.
+    with pytest.raises(PinMismatchError, match=f"{fork.commit} in fork"):
+        cache.verify(pin)
+    cache.fetch(str(upstream.path), pin)
+    assert cache.verify(pin).sources == ("upstream",)
+
+
 def test_unknown_source_and_unknown_ref(tmp_path: Path, upstream: Upstream, fork: Upstream, cache: UpstreamCache) -> None:
     pin = make_project(tmp_path / "project", upstream).pin()
     cache.fetch(str(upstream.path), pin)
