@@ -16,13 +16,13 @@ a fetch of another repository, never loses a ref the pin needs.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import platformdirs
 
-from . import git, lock
+from . import git, lock, proc
 from .errors import CacheLocked, CommandError, PinMismatchError, SourceUnreachable, UpstreamError
 from .log import get_logger
 from .pin import UpstreamPin
@@ -111,7 +111,7 @@ class FetchResult:
     """(tag, old commit, new commit) for tags of this source that now name another commit."""
     has_pin_commit: bool = False
     """The source itself carries the pinned commit."""
-    disputed: tuple[tuple[str, dict[str, str]], ...] = field(default=())
+    disputed: tuple[tuple[str, dict[str, str]], ...] = ()
     """Its tags that another source gives another commit: (tag, source -> commit)."""
 
 
@@ -235,8 +235,8 @@ class UpstreamCache:
         try:
             git.ls_remote(fetch_url, upload_pack=UPLOAD_PACK, timeout=timeout, what=f"reaching {shown}")
         except CommandError as exc:
-            said = [line.strip() for line in exc.output_tail.splitlines() if line.strip()]
-            why = f"no answer within {timeout:g} s" if exc.returncode == 124 else (said[0] if said else exc.message)
+            why = (f"no answer within {timeout:g} s" if exc.returncode == proc.TIMEOUT_STATUS
+                   else _first_fatal(exc.output_tail) or exc.message)
             raise SourceUnreachable(
                 f"cannot read the upstream source {shown}: {why}",
                 hint="check the URL or path (a local mirror must be a git repository) and the network; "
@@ -268,12 +268,15 @@ class UpstreamCache:
         for ref, target, _ in incoming:
             kind, _, rest = ref.removeprefix(INCOMING_REFS).partition("/")
             wanted[(source.tags_prefix if kind == "tags" else source.heads_prefix) + rest] = target
-        updates: dict[str, str | None] = {ref: target for ref, target in wanted.items() if before.get(ref, ("",))[0] != target}
+        updates: dict[str, str | None] = {
+            ref: target for ref, target in wanted.items() if before.get(ref, ("",))[0] != target
+        }
         updates.update({ref: None for ref in before if ref not in wanted})
         self._configure(source)
         git.update_refs(self.git_dir, updates, what=f"recording the refs of the source {source.name}")
         after = git.ObjectStore(self.git_dir)
-        new_tags = {ref.removeprefix(source.tags_prefix): commit for ref, _, commit in after.references(source.tags_prefix)}
+        new_tags = {ref.removeprefix(source.tags_prefix): commit
+                    for ref, _, commit in after.references(source.tags_prefix)}
         old_tags = {ref.removeprefix(source.tags_prefix): commit for ref, (_, commit) in before.items()
                     if ref.startswith(source.tags_prefix)}
         table = RefTable.read(after, self.sources())
@@ -306,7 +309,8 @@ class UpstreamCache:
             name += "-1"
         target = Source(name, url, legacy.location)
         updates: dict[str, str | None] = {}
-        for prefix, new_prefix, refs in ((LEGACY_TAGS, target.tags_prefix, tags), (LEGACY_HEADS, target.heads_prefix, heads)):
+        moves = ((LEGACY_TAGS, target.tags_prefix, tags), (LEGACY_HEADS, target.heads_prefix, heads))
+        for prefix, new_prefix, refs in moves:
             for ref, object_id, _ in refs:
                 updates[new_prefix + ref.removeprefix(prefix)] = object_id
                 updates[ref] = None
@@ -485,11 +489,26 @@ class _BlobsUnavailable(Exception):
         self.failures = failures
 
 
+def _first_fatal(output: str) -> str:
+    """git's reason for failing: its first ``fatal:`` line with the lines that
+    continue it (a warning may come before; advice comes after)."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    start = next((i for i, line in enumerate(lines) if line.startswith("fatal: ")), None)
+    if start is None:
+        return lines[-1] if lines else ""
+    reason = [lines[start].removeprefix("fatal: ")]
+    for line in lines[start + 1:]:
+        if line.startswith(("fatal: ", "Please make sure")):
+            break
+        reason.append(line)
+    return " ".join(reason)
+
+
 def fetch_refspecs_into(prefix: str) -> tuple[str, str]:
     return (f"+refs/tags/*:{prefix}tags/*", f"+refs/heads/*:{prefix}heads/*")
 
 
-def _cache_locked(git_dir: Path):  # type: ignore[no-untyped-def]
+def _cache_locked(git_dir: Path) -> Callable[[lock.Holder | None], CacheLocked]:
     def refuse(holder: lock.Holder | None) -> CacheLocked:
         who = holder.describe() if holder else "a process that has not said who it is yet"
         return CacheLocked(
@@ -522,7 +541,7 @@ def identify(
         stands_for = shown
     by_url = next((source for source in existing if same_repository(source.url, stands_for)), None)
     if name is None and by_url is not None:
-        return Source(by_url.name, by_url.url if not url else url, fetch_url)
+        return Source(by_url.name, url or by_url.url, fetch_url)
     if name is not None and by_url is not None and by_url.name != name:
         raise UpstreamError(
             f"{stands_for} is already the source '{by_url.name}' in the upstream cache",

@@ -119,9 +119,14 @@ def config_remove_section(repo: Path, section: str) -> None:
 
 
 def ls_remote(url: str, *, upload_pack: str, timeout: float, what: str, hint: str | None = None) -> list[tuple[str, str]]:
-    """(object id, ref name) of what ``url`` advertises for HEAD; a cheap "is it there?"."""
+    """(object id, ref name) of what ``url`` advertises for HEAD; a cheap "is it there?".
+
+    ``upload_pack`` is the program a local repository is served by; other
+    transports choose their own (git warns if told one).
+    """
+    service = [f"--upload-pack={upload_pack}"] if url.startswith("file://") else []
     out = git(
-        None, *NETWORK_CONFIG, "ls-remote", f"--upload-pack={upload_pack}", url, "HEAD",
+        None, *NETWORK_CONFIG, "ls-remote", *service, url, "HEAD",
         env=NETWORK_ENV, timeout=timeout, what=what, hint=hint,
     ).stdout
     return [(line.split("\t")[0], line.split("\t")[1]) for line in out.splitlines() if "\t" in line]

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from hiraishin_build import git, lock
+from hiraishin_build import cache as cache_module
+from hiraishin_build import git, lock, proc
 from hiraishin_build.cache import UPLOAD_PACK, UpstreamCache, normalize_source
 from hiraishin_build.errors import (
     CacheLocked,
@@ -352,3 +353,32 @@ def make_legacy_cache(cache: UpstreamCache, source: Path) -> None:
     sh_git(repo, "config", "--add", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*")
     sh_git(repo, "config", "--add", "remote.origin.fetch", "+refs/tags/*:refs/tags/*")
     sh_git(repo, "fetch", "-q", "--filter=blob:none", "--prune", "origin")
+
+
+def test_only_a_local_repository_is_told_its_upload_pack(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Told one, an https remote answers with a warning before its real error.
+    seen: list[tuple[str, ...]] = []
+    monkeypatch.setattr(git, "git", lambda repo, *args, **kwargs: seen.append(args) or proc.Completed([], 0, "", ""))
+    git.ls_remote("https://github.com/o/r.git", upload_pack=UPLOAD_PACK, timeout=5, what="x")
+    git.ls_remote("file:///srv/r.git", upload_pack=UPLOAD_PACK, timeout=5, what="x")
+    assert [arg for arg in seen[0] if arg.startswith("--upload-pack")] == []
+    assert f"--upload-pack={UPLOAD_PACK}" in seen[1]
+    assert seen[1][-2:] == ("file:///srv/r.git", "HEAD")
+
+
+@pytest.mark.parametrize(
+    ("output", "reason"),
+    [
+        ("warning: setting remote service path not supported by protocol\n"
+         "fatal: unable to access 'https://h/r.git/': Could not resolve host: h",
+         "unable to access 'https://h/r.git/': Could not resolve host: h"),
+        ("fatal: unable to connect to 127.0.0.1:\n127.0.0.1[0: 127.0.0.1]: errno=Connection refused",
+         "unable to connect to 127.0.0.1: 127.0.0.1[0: 127.0.0.1]: errno=Connection refused"),
+        ("fatal: '/tmp' does not appear to be a git repository\nfatal: Could not read from remote repository.\n\n"
+         "Please make sure you have the correct access rights\nand the repository exists.",
+         "'/tmp' does not appear to be a git repository"),
+        ("something else went wrong", "something else went wrong"),
+    ],
+)
+def test_the_reason_a_source_is_unreachable(output: str, reason: str) -> None:
+    assert cache_module._first_fatal(output) == reason

@@ -26,9 +26,8 @@ def test_a_second_holder_is_refused_and_told_who_holds_it(tmp_path: Path) -> Non
     with lock.exclusive(path, Refused) as me:
         assert me.pid == os.getpid() and lock.read_holder(path) == me
         # Another open of the same file, even in this process, is refused at once.
-        with pytest.raises(Refused) as info:
-            with lock.exclusive(path, Refused):
-                pass
+        with pytest.raises(Refused) as info, lock.exclusive(path, Refused):
+            pass
         assert info.value.holder == me
     assert lock.read_holder(path) is None  # cleared on release
     with lock.exclusive(path, Refused):
@@ -51,9 +50,8 @@ def test_a_killed_holder_releases_the_lock(tmp_path: Path) -> None:
         while not ready.exists():
             assert holder.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
-        with pytest.raises(Refused) as info:
-            with lock.exclusive(path, Refused):
-                pass
+        with pytest.raises(Refused) as info, lock.exclusive(path, Refused):
+            pass
         assert info.value.holder is not None and info.value.holder.pid == holder.pid
     finally:
         holder.send_signal(signal.SIGKILL)

@@ -13,7 +13,9 @@ from hiraishin_build.sources import Source, derive_name, display_location, same_
 
 PIN_URL = "https://github.com/TheTom/llama-cpp-turboquant.git"
 FORK_URL = "https://github.com/AtomicBot-ai/atomic-llama-cpp-turboquant"
-PIN = UpstreamPin(url=PIN_URL, ref="feature-turboquant-kv-cache-b9079-69d8e4b", commit="69d8e4be47243e83b3d0d71e932bc7aa61c644dc")
+PIN = UpstreamPin(
+    url=PIN_URL, ref="feature-turboquant-kv-cache-b9079-69d8e4b", commit="69d8e4be47243e83b3d0d71e932bc7aa61c644dc",
+)
 
 
 @pytest.mark.parametrize(
@@ -25,7 +27,8 @@ PIN = UpstreamPin(url=PIN_URL, ref="feature-turboquant-kv-cache-b9079-69d8e4b", 
         ("ssh://git@github.com/TheTom/llama-cpp-turboquant", "TheTom-llama-cpp-turboquant"),
         # Local mirrors: the last component that says which repository it is.
         ("/work/.mirror/TheTom+llama-cpp-turboquant/repo", "TheTom-llama-cpp-turboquant"),
-        ("file:///work/.mirror/AtomicBot-ai%2Batomic-llama-cpp-turboquant/repo", "AtomicBot-ai-atomic-llama-cpp-turboquant"),
+        ("file:///work/.mirror/AtomicBot-ai%2Batomic-llama-cpp-turboquant/repo",
+         "AtomicBot-ai-atomic-llama-cpp-turboquant"),
         ("/srv/git/llama.cpp.git", "llama.cpp"),
         ("/home/me/llama.cpp/.git", "llama.cpp"),
         ("https://example.org/x", "x"),
