@@ -558,9 +558,3 @@ def identify(
             )
         get_logger().info("the source %s (fetched from %s) now stands for %s", chosen, shown, stands_for)
     return Source(chosen, stands_for, fetch_url)
-
-
-def is_local(url: str) -> bool:
-    """Whether a recorded url is a path on this machine (other machines cannot fetch it)."""
-    return url.startswith(("/", "file://", "~", "."))
-

@@ -113,7 +113,7 @@ def upstream_fetch(obj: Context, location: str | None, url: str | None, name: st
             raise
         # Another repository than the pin's was fetched: that went well, but
         # the pin's own tag is not in the cache yet.
-        click.echo(f"note: {exc.message}\n  ({exc.hint})", err=True)
+        click.echo(f"note: {exc.message}\n  hint: {exc.hint}", err=True)
         return
     click.echo(f"pin: {pin.ref} = {pin.commit} (in {', '.join(check.sources)})")
 

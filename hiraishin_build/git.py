@@ -171,15 +171,6 @@ def refs_containing(repo: Path, commit: str, prefixes: Sequence[str]) -> list[st
     return [line for line in out.splitlines() if line]
 
 
-def fetch(repo: Path, remote: str, *, filter_spec: str | None, prune: bool, what: str, hint: str | None = None) -> None:
-    args = ["fetch", "--quiet", "--no-write-fetch-head"]
-    if filter_spec:
-        args.append(f"--filter={filter_spec}")
-    if prune:
-        args.append("--prune")
-    git(repo, *args, remote, what=what, hint=hint)
-
-
 def fetch_objects(repo: Path, remote: str, object_ids: Iterable[str], *, what: str, hint: str | None = None) -> None:
     """Fetch exactly these objects, the way git's own lazy fetch does."""
     git(
@@ -430,9 +421,6 @@ class ObjectStore:
                     stack.append((path + "/", subtree))
                 elif entry.type_str == "blob":
                     yield path, str(entry.id), entry.filemode
-
-    def tags(self) -> list[str]:
-        return [name.removeprefix("refs/tags/") for name in self._repo.references if name.startswith("refs/tags/")]
 
     def references(self, prefix: str) -> list[tuple[str, str, str | None]]:
         """(name, target, commit) of every ref under ``prefix``: ``target`` is

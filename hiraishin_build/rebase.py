@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from . import git, lock, tags
-from .cache import UpstreamCache, is_local
+from .cache import UpstreamCache
 from .errors import HiraishinError, RebaseError, RebaseLocked, RebaseStopped, UpstreamError, WorkTreeError
 from .fsutil import atomic_write_bytes, atomic_write_text, staged_directory
 from .git import ObjectStore
@@ -71,7 +71,7 @@ from .report import (
     outcome_from_data,
 )
 from .series import SERIES_FILE, Patch
-from .sources import RefKind, RefTable, same_repository
+from .sources import RefKind, RefTable, is_local, same_repository
 from .stack import FailedHunk, export_stack, failed_hunks, load_stack, render_patches
 from .worktree import WORK_BRANCH, WorkState, WorkTree
 

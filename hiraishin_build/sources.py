@@ -105,7 +105,8 @@ def display_location(url: str) -> str:
     return url
 
 
-def _is_local(url: str) -> bool:
+def is_local(url: str) -> bool:
+    """A path on this machine (or a file:// URL): other machines cannot fetch it."""
     return url.startswith("file://") or url.startswith("/") or ("://" not in url and not _scp_like(url))
 
 
@@ -116,7 +117,7 @@ def _scp_like(url: str) -> re.Match[str] | None:
 
 def _host_and_path(url: str) -> tuple[str, str]:
     """(host, path) of a URL; host is empty for a local repository."""
-    if _is_local(url):
+    if is_local(url):
         return "", str(Path(display_location(url)).expanduser().resolve(strict=False)) if url else ""
     scp = _scp_like(url) if "://" not in url else None
     if scp:
