@@ -14,15 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
 from . import __version__, log
 from . import rebase as rebasing, report, tags
 from .cache import UpstreamCache
-from .errors import HiraishinError
+from .errors import HiraishinError, PinMismatchError, UpstreamError
 from .project import Project
 from .recipe import find_recipe, load_recipes
 from .sdist import build_sdist
 from .series import read_series
+from .sources import display_location, same_repository
 from .smoke import PYPI, SmokeFailed, smoke_wheel
 from .stack import apply_stack, check_stack, export_stack, load_stack
 from .wheelbuild import WheelResult, build_wheel
@@ -66,17 +68,54 @@ def upstream() -> None:
 
 
 @upstream.command("fetch")
-@click.option("--from", "source", metavar="PATH_OR_URL",
-              help="Fetch from this repository (e.g. a local mirror) instead of the pin's url.")
+@click.option("--from", "location", metavar="PATH_OR_URL",
+              help="Fetch from this repository: the pin's, a fork, or a local mirror of either "
+                   "(default: the pin's url, or with --name, where that source was fetched from last).")
+@click.option("--url", metavar="URL",
+              help="With --from a mirror: the repository it mirrors. The pin records it when a rebase moves onto "
+                   "one of this source's tags (default: the pin's url for a mirror that has the pinned tag at the "
+                   "pinned commit, else the --from location itself).")
+@click.option("--name", metavar="NAME",
+              help="The source's name (default: the source that stands for the same repository, else one made "
+                   "from its url, e.g. AtomicBot-ai-atomic-llama-cpp-turboquant). Without --from: fetch that "
+                   "source again.")
 @pass_context
-def upstream_fetch(obj: Context, source: str | None) -> None:
-    """Fill or update the cache, then verify the pin."""
+def upstream_fetch(obj: Context, location: str | None, url: str | None, name: str | None) -> None:
+    """Fetch a source's commits, trees, tags and branches into the cache, then check the pin.
+
+    The cache holds several sources (the pin's repository, forks, mirrors), each
+    with its own tags: fetching one never removes another's. `upstream tags`
+    names each tag's source; `rebase --onto` takes a tag of any of them and moves
+    the pin's url to the repository that tag came from.
+    """
     project, cache = obj.project(), obj.cache()
     pin = project.pin()
-    with log.step(f"fetching {pin.ref} into {cache.git_dir}"):
-        cache.fetch(source or pin.url, pin)
-    cache.verify(pin)
-    click.echo(f"cached {pin.ref} = {pin.commit} in {cache.git_dir}")
+    if url and not location:
+        raise click.UsageError("--url goes with --from PATH_OR_URL (the mirror it describes)")
+    with log.step(f"fetching into {cache.git_dir}"):
+        if location is None and name is not None:
+            result = cache.refetch(name, pin)
+        else:
+            result = cache.fetch(location or pin.url, pin, name=name, url=url)
+    source = result.source
+    changes = ", ".join(part for part in (
+        f"{len(result.added)} new" if result.added else "",
+        f"{len(result.removed)} gone" if result.removed else "",
+        f"{len(result.moved)} moved" if result.moved else "",
+    ) if part)
+    click.echo(f"source {source.name}: {source.describe()}")
+    click.echo(f"  {result.tags} tag(s){f' ({changes})' if changes else ''}, {result.branches} branch(es)"
+               + ("" if result.has_pin_commit else f"; it does not have the pinned commit {pin.short}"))
+    try:
+        check = cache.verify(pin)
+    except UpstreamError as exc:
+        if isinstance(exc, PinMismatchError) or same_repository(source.url, pin.url):
+            raise
+        # Another repository than the pin's was fetched: that went well, but
+        # the pin's own tag is not in the cache yet.
+        click.echo(f"note: {exc.message}\n  hint: {exc.hint}", err=True)
+        return
+    click.echo(f"pin: {pin.ref} = {pin.commit} (in {', '.join(check.sources)})")
 
 
 @upstream.command("verify")
@@ -85,8 +124,8 @@ def upstream_verify(obj: Context) -> None:
     """Check that the pinned ref still names the pinned commit (offline)."""
     project, cache = obj.project(), obj.cache()
     pin = project.pin()
-    cache.verify(pin)
-    click.echo(f"ok: {pin.ref} = {pin.commit}")
+    check = cache.verify(pin)
+    click.echo(f"ok: {pin.ref} = {pin.commit} (in {', '.join(check.sources)})")
 
 
 @upstream.command("show")
@@ -109,31 +148,60 @@ def upstream_show(obj: Context) -> None:
     else:
         missing = len(cache.missing_blobs(pin.commit, pin.checkout))
         click.echo("cached:    yes" + (f", but {missing} file(s) still to fetch" if missing else ", complete"))
-    resolved = store.resolve(pin.ref)
-    state = "absent" if resolved is None else ("matches the pin" if resolved == pin.commit else f"MOVED to {resolved}")
+    table = cache.refs()
+    found = table.lookup(pin.ref)
+    if found is None:
+        state = "absent (no source has it)"
+    else:
+        state = "; ".join(
+            f"{'matches the pin' if commit == pin.commit else f'MOVED to {commit}'} in {name}"
+            for name, commit in sorted(found[1].items())
+        )
     click.echo(f"ref state: {state}")
-    click.echo(f"source:    {cache.source()}")
+    click.echo("sources:" + ("   none" if not table.sources else ""))
+    for source in table.sources.values():
+        own = " (the pin's repository)" if same_repository(source.url, pin.url) else ""
+        click.echo(f"  {source.name}: {len(table.tags(source.name))} tag(s){own}")
+        click.echo(f"    url:     {source.url or '(unknown: its remote was removed)'}")
+        if source.mirrored and source.location:
+            click.echo(f"    fetched from: {display_location(source.location)}")
 
 
 @upstream.command("tags")
 @click.option("--since", metavar="REF", help="List the tags newer than REF instead of the pin.")
+@click.option("--source", "source_name", metavar="NAME", help="Only this source's tags.")
 @pass_context
-def upstream_tags(obj: Context, since: str | None) -> None:
-    """The tags in the cache newer than the pin, oldest first (`upstream fetch` brings new ones)."""
+def upstream_tags(obj: Context, since: str | None, source_name: str | None) -> None:
+    """The tags in the cache newer than the pin, oldest first, with the sources that have them.
+
+    A tag that two sources give different commits is listed once per commit, as
+    SOURCE/TAG, which is also how `rebase --onto` takes it.
+    """
     project, cache = obj.project(), obj.cache()
     pin = project.pin()
-    store = cache.store()
-    name, commit = (pin.ref, pin.commit) if since is None else (since, tags.resolve(store, since))
-    found = tags.newer_than(store, name, commit)
+    table = cache.refs()
+    if source_name is not None:
+        table.source(source_name)
+    if since is None:
+        name, commit = pin.ref, pin.commit
+    else:
+        resolved = tags.resolve(table, since)
+        name, commit = resolved.name, resolved.commit
+    found = tags.newer_than(table, name, commit, source=source_name)
     if not found:
         click.echo(f"no tag in the cache is newer than {name} ({commit[:12]}); `hiraishin upstream fetch` brings new ones")
         return
     click.echo(f"{len(found)} tag(s) newer than {name} ({commit[:12]}), oldest first:")
-    width = max(len(p.tag.name) for p in found)
+    width = max(len(p.tag.label) for p in found)
+    kinds = {placed.tag.label: "descendant" if placed.relation is tags.Relation.NEWER else "diverged, later"
+             for placed in found}
+    kind_width = max(len(kind) for kind in kinds.values())
     for placed in found:
-        build = f"b{placed.tag.build}" if placed.tag.build is not None else "-"
-        kind = "descendant" if placed.relation is tags.Relation.NEWER else "diverged, later"
-        click.echo(f"  {placed.tag.name:<{width}}  {build:>6}  {placed.tag.date}  {placed.tag.commit[:12]}  {kind}")
+        tag = placed.tag
+        build = f"b{tag.build}" if tag.build is not None else "-"
+        disputed = "  (sources disagree on this tag)" if tag.disputed else ""
+        click.echo(f"  {tag.label:<{width}}  {build:>6}  {tag.date}  {tag.commit[:12]}  "
+                   f"{kinds[tag.label]:<{kind_width}}  {', '.join(tag.sources)}{disputed}")
 
 
 # -- patches ----------------------------------------------------------------
@@ -476,7 +544,9 @@ def build(obj: Context, source: str | None, recipe_name: str | None, no_isolatio
 # -- rebase -----------------------------------------------------------------
 
 @cli.command("rebase")
-@click.option("--onto", metavar="REF", help="Apply the stack onto this upstream tag, branch or commit.")
+@click.option("--onto", metavar="REF",
+              help="Apply the stack onto this upstream tag, branch or commit, from any source in the cache "
+                   "(SOURCE/TAG picks one source's tag). The pin then records the url of the source it came from.")
 @click.option("--continue", "resume", is_flag=True, help="Go on after resolving a conflict, or after an interruption.")
 @click.option("--skip", is_flag=True, help="Drop the patch the rebase stopped at (the report records it) and go on.")
 @click.option("--abort", is_flag=True, help="Put patches/, the pin and the work tree back exactly as before.")
@@ -490,7 +560,11 @@ def build(obj: Context, source: str | None, recipe_name: str | None, no_isolatio
 @pass_context
 def rebase_command(obj: Context, onto: str | None, resume: bool, skip: bool, abort: bool, dry_run: bool, scan: bool,
                    refs: tuple[str, ...], workdir: Path | None, report_base: Path | None, as_json: bool) -> None:
-    """Move the stack onto another upstream ref, patch by patch, and the pin with it."""
+    """Move the stack onto another upstream ref, patch by patch, and the pin with it.
+
+    A rebase of a project is one process at a time: a second one (in any work
+    tree of the project) is refused while the first runs.
+    """
     modes = [flag for flag, on in (("--onto", onto), ("--continue", resume), ("--skip", skip),
                                    ("--abort", abort), ("--scan", scan)) if on]
     if len(modes) != 1:
@@ -534,7 +608,9 @@ def main() -> None:
     except HiraishinError as exc:
         if "--debug" in sys.argv[1:]:
             raise
-        log.console.print(f"[bold red]error:[/bold red] {exc}", markup=True, highlight=False, soft_wrap=True)
+        # The message is text, not markup: "[checkout]" in a hint must print as written.
+        log.console.print(f"[bold red]error:[/bold red] {escape(str(exc))}", markup=True, highlight=False,
+                          soft_wrap=True)
         sys.exit(exc.exit_code)
 
 

@@ -66,6 +66,14 @@ class PinMismatchError(UpstreamError):
     """The pinned ref now names a different commit than the one recorded."""
 
 
+class SourcesDisagree(UpstreamError):
+    """Two upstream sources give one tag (or branch) name different commits."""
+
+
+class SourceUnreachable(UpstreamError):
+    """An upstream source could not be read (no such repository, no network, no answer in time)."""
+
+
 class WorkTreeError(HiraishinError):
     """The work directory cannot be used as asked (dirty, foreign, unexported work)."""
 
@@ -92,6 +100,18 @@ class RebaseError(HiraishinError):
 
 class RebaseStopped(RebaseError):
     """A rebase stopped (or, in a dry run, would stop) at a conflict."""
+
+
+class Locked(HiraishinError):
+    """Another hiraishin process holds the lock this one needs (its exit code is its subclass's)."""
+
+
+class RebaseLocked(RebaseError, Locked):
+    """Another rebase of the same project is running."""
+
+
+class CacheLocked(UpstreamError, Locked):
+    """Another fetch into the same upstream cache is running."""
 
 
 class GitTooOld(HiraishinError):

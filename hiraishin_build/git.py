@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pygit2
@@ -65,10 +65,19 @@ def git(
     check: bool = True,
     what: str | None = None,
     hint: str | None = None,
+    timeout: float | None = None,
 ) -> proc.Completed:
     require_git()
     prefix = ["git"] if repo is None else ["git", "-C", str(repo)]
-    return proc.run([*prefix, *args], env=env, input=input, check=check, what=what, hint=hint)
+    return proc.run([*prefix, *args], env=env, input=input, check=check, what=what, hint=hint, timeout=timeout)
+
+
+# For commands that reach another repository. Without a terminal prompt, a
+# URL that asks for credentials (GitHub answers so for a repository that does
+# not exist) fails at once instead of waiting for input no one will type.
+NETWORK_ENV = {"GIT_TERMINAL_PROMPT": "0"}
+# An HTTP transfer that moves less than 1 kB/s for a minute is given up.
+NETWORK_CONFIG = ("-c", "http.lowSpeedLimit=1000", "-c", "http.lowSpeedTime=60")
 
 
 def init(path: Path, *, bare: bool = False) -> None:
@@ -90,23 +99,88 @@ def config_get(repo: Path, key: str) -> str | None:
     return result.stdout.strip() if result.returncode == 0 else None
 
 
-def fetch(repo: Path, remote: str, *, filter_spec: str | None, prune: bool, what: str, hint: str | None = None) -> None:
-    args = ["fetch", "--quiet", "--no-write-fetch-head"]
-    if filter_spec:
-        args.append(f"--filter={filter_spec}")
-    if prune:
-        args.append("--prune")
-    git(repo, *args, remote, what=what, hint=hint)
+def config_get_regexp(repo: Path, pattern: str) -> list[tuple[str, str]]:
+    """(key, value) of every setting whose key matches ``pattern``, in file order.
+
+    Git lowercases section and key names in the answer; subsection names
+    (a remote's name) keep their case.
+    """
+    result = git(repo, "config", "--null", "--get-regexp", pattern, check=False)
+    items: list[tuple[str, str]] = []
+    for record in result.stdout.split("\0"):
+        if record:
+            key, _, value = record.partition("\n")
+            items.append((key, value))
+    return items
+
+
+def config_remove_section(repo: Path, section: str) -> None:
+    git(repo, "config", "--remove-section", section, check=False)
+
+
+def ls_remote(url: str, *, upload_pack: str, timeout: float, what: str, hint: str | None = None) -> list[tuple[str, str]]:
+    """(object id, ref name) of what ``url`` advertises for HEAD; a cheap "is it there?".
+
+    ``upload_pack`` is the program a local repository is served by; other
+    transports choose their own (git warns if told one).
+    """
+    service = [f"--upload-pack={upload_pack}"] if url.startswith("file://") else []
+    out = git(
+        None, *NETWORK_CONFIG, "ls-remote", *service, url, "HEAD",
+        env=NETWORK_ENV, timeout=timeout, what=what, hint=hint,
+    ).stdout
+    return [(line.split("\t")[0], line.split("\t")[1]) for line in out.splitlines() if "\t" in line]
+
+
+def fetch_as_promisor(
+    repo: Path, url: str, refspecs: Sequence[str], *, remote: str, upload_pack: str, what: str,
+    hint: str | None = None, timeout: float | None = None,
+) -> None:
+    """A blobless fetch of ``refspecs`` from ``url`` through a remote that
+    exists only for this command (``-c``): the configuration file is not
+    written, whatever happens, and the pack is kept as a promisor pack, so
+    git knows the blobs it leaves out may be fetched later."""
+    settings = {
+        "url": url,
+        "promisor": "true",
+        "partialclonefilter": "blob:none",
+        "uploadpack": upload_pack,
+    }
+    config = [arg for key, value in settings.items() for arg in ("-c", f"remote.{remote}.{key}={value}")]
+    git(
+        repo, *NETWORK_CONFIG, *config,
+        "fetch", "--quiet", "--no-write-fetch-head", "--no-tags", "--no-auto-gc", "--recurse-submodules=no",
+        "--filter=blob:none", remote, *refspecs,
+        env=NETWORK_ENV, what=what, hint=hint, timeout=timeout,
+    )
+
+
+def update_refs(repo: Path, updates: Mapping[str, str | None], *, what: str) -> None:
+    """Set (object id) or delete (None) each ref, all or none: one transaction."""
+    if not updates:
+        return
+    commands = "".join(
+        f"update {ref} {target}\n" if target is not None else f"delete {ref}\n" for ref, target in updates.items()
+    )
+    git(repo, "update-ref", "--stdin", input=commands, what=what)
+
+
+def refs_containing(repo: Path, commit: str, prefixes: Sequence[str]) -> list[str]:
+    """Refs under ``prefixes`` from which ``commit`` is reachable."""
+    out = git(repo, "for-each-ref", "--contains", commit, "--format=%(refname)", *prefixes).stdout
+    return [line for line in out.splitlines() if line]
 
 
 def fetch_objects(repo: Path, remote: str, object_ids: Iterable[str], *, what: str, hint: str | None = None) -> None:
     """Fetch exactly these objects, the way git's own lazy fetch does."""
     git(
         repo,
+        *NETWORK_CONFIG,
         "-c", "fetch.negotiationAlgorithm=noop",
         "fetch", "--quiet", remote, "--no-tags", "--no-write-fetch-head",
         "--recurse-submodules=no", "--filter=blob:none", "--stdin",
         input="".join(f"{oid}\n" for oid in object_ids),
+        env=NETWORK_ENV,
         what=what,
         hint=hint,
     )
@@ -348,5 +422,18 @@ class ObjectStore:
                 elif entry.type_str == "blob":
                     yield path, str(entry.id), entry.filemode
 
-    def tags(self) -> list[str]:
-        return [name.removeprefix("refs/tags/") for name in self._repo.references if name.startswith("refs/tags/")]
+    def references(self, prefix: str) -> list[tuple[str, str, str | None]]:
+        """(name, target, commit) of every ref under ``prefix``: ``target`` is
+        what the ref stores (an annotated tag's own object), ``commit`` what it
+        peels to, None when that is not a commit (a tag of a tree or blob)."""
+        found: list[tuple[str, str, str | None]] = []
+        for name in self._repo.references:
+            if not name.startswith(prefix):
+                continue
+            reference = self._repo.references[name].resolve()
+            try:
+                commit: str | None = str(reference.peel(pygit2.Commit).id)
+            except (ValueError, KeyError, pygit2.GitError, pygit2.InvalidSpecError):
+                commit = None
+            found.append((name, str(reference.target), commit))
+        return sorted(found)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 
 console = Console(stderr=True, highlight=False)
 
@@ -46,7 +47,7 @@ def step(title: str) -> Iterator[None]:
     if _on_github_actions():
         print(f"::group::{title}", flush=True)
     else:
-        console.print(f"[bold]==>[/bold] {title}")
+        console.print(f"[bold]==>[/bold] {escape(title)}")
     try:
         yield
     finally:

@@ -43,8 +43,9 @@ class UpstreamPin:
     def short(self) -> str:
         return self.commit[:12]
 
-    def moved_to(self, ref: str, commit: str) -> UpstreamPin:
-        return replace(self, ref=ref, commit=commit)
+    def moved_to(self, ref: str, commit: str, *, url: str | None = None) -> UpstreamPin:
+        """The pin on ``ref`` at ``commit``, in the repository ``url`` (default: the same one)."""
+        return replace(self, ref=ref, commit=commit, url=url or self.url)
 
 
 def validate_commit(path: Path, key: str, value: str) -> str:

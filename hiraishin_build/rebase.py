@@ -18,6 +18,17 @@ only those copies.
 Phases: applying -> [conflict -> applying]... -> finishing -> done (the state
 file is removed). Finishing writes patches/ and then the pin; an interruption
 between the two is finished by ``--continue`` or undone by ``--abort``.
+
+The target may be a tag of any source in the cache; the pin then records that
+source's url with the ref and commit (the pin always names where its ref
+lives).
+
+One rebase process per project at a time: a rebase writes the project's
+patches/ and pin, whatever its work tree, so ``start``, ``continue_``,
+``skip`` and ``abort`` hold an exclusive lock (lock.py) on
+``work/hiraishin-rebase.lock`` in the project; a second one is refused at
+once, naming the first. The lock is not in the work tree because a rebase may
+create the work tree and ``--abort`` may remove it.
 """
 
 from __future__ import annotations
@@ -37,9 +48,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from . import git, tags
+from . import git, lock, tags
 from .cache import UpstreamCache
-from .errors import HiraishinError, RebaseError, RebaseStopped, UpstreamError, WorkTreeError
+from .errors import HiraishinError, RebaseError, RebaseLocked, RebaseStopped, UpstreamError, WorkTreeError
 from .fsutil import atomic_write_bytes, atomic_write_text, staged_directory
 from .git import ObjectStore
 from .log import get_logger
@@ -60,6 +71,7 @@ from .report import (
     outcome_from_data,
 )
 from .series import SERIES_FILE, Patch
+from .sources import RefKind, RefTable, is_local, same_repository
 from .stack import FailedHunk, export_stack, failed_hunks, load_stack, render_patches
 from .worktree import WORK_BRANCH, WorkState, WorkTree
 
@@ -67,7 +79,9 @@ STATE_NAME = "hiraishin-rebase.json"
 BACKUP_NAME = "hiraishin-rebase"
 ORIG_HEAD_REF = "refs/hiraishin/rebase-orig-head"
 STATE_VERSION = 1
+LOCK_NAME = "hiraishin-rebase.lock"
 KILL_ENV = "HIRAISHIN_TEST_KILL"
+PAUSE_ENV = "HIRAISHIN_TEST_PAUSE"
 
 # The search for the upstream commit that made a patch empty walks parents
 # one at a time below the bisection; a bound keeps a pathological history
@@ -99,12 +113,19 @@ class Origin:
 @dataclass(frozen=True)
 class Target:
     ref: str
-    """What the pin will record: the name given, or the full commit for a hash."""
+    """What the pin will record: the tag or branch name (without a SOURCE/ prefix), or the full commit for a hash."""
     commit: str
     relation: tags.Relation
     note: str
     later: bool
     """Newer than the pin: by ancestry, or for a diverged ref by build number or date."""
+    kind: RefKind = RefKind.TAG
+    source: str = ""
+    """The source the ref was taken from; empty when no source has it (a hash reachable from no ref)."""
+    url: str = ""
+    """What the pin's url becomes: that source's url (the pin's own url when no source has the ref)."""
+    sources: tuple[str, ...] = ()
+    """Every source that has the ref at this commit (or, for a hash, a ref containing it)."""
 
 
 @dataclass(frozen=True)
@@ -139,17 +160,46 @@ class _Run:
     onto: str
     patch_dir: Path
     """Where the patch files are read from: the backup copy during a real rebase."""
+    prefer: tuple[str, ...] = ()
+    """The target's source first: where the blobs of commits up to the target are fetched from."""
 
 
 # -- targets ----------------------------------------------------------------
 
-def resolve_target(store: ObjectStore, pin: UpstreamPin, ref: str) -> Target:
-    commit = tags.resolve(store, ref)
-    relation, note = tags.describe(store, ref, commit, pin.ref, pin.commit)
+def resolve_target(cache: UpstreamCache, table: RefTable, pin: UpstreamPin, ref: str) -> Target:
+    store = table.store
+    found = tags.resolve(table, ref)
+    relation, note = tags.describe(store, found.name, found.commit, pin.ref, pin.commit)
     later = relation is tags.Relation.NEWER or (
-        relation is tags.Relation.DIVERGED and tags.later(store, ref, commit, pin.ref, pin.commit)
+        relation is tags.Relation.DIVERGED and tags.later(store, found.name, found.commit, pin.ref, pin.commit)
     )
-    return Target(commit if commit.startswith(ref) else ref, commit, relation, note, later)
+    holders = found.sources or cache.sources_containing(found.commit)
+    known = [table.sources[name] for name in holders if name in table.sources and table.sources[name].url]
+    # The pin stays where it is when its own repository has the ref too.
+    chosen = next((s for s in known if same_repository(s.url, pin.url)), known[0] if known else None)
+    return Target(
+        found.name, found.commit, relation, note, later, kind=found.kind,
+        source=chosen.name if chosen else "", url=chosen.url if chosen else pin.url, sources=tuple(holders),
+    )
+
+
+def _target_notes(pin: UpstreamPin, target: Target) -> tuple[str, ...]:
+    notes: list[str] = []
+    if target.kind is RefKind.BRANCH:
+        notes.append(f"{target.ref} is a branch: the pin records it, but a branch moves; prefer a tag")
+    if not target.source:
+        notes.append(f"no source has a ref containing {target.commit[:12]}: the pin keeps its url {pin.url}")
+    others = [name for name in target.sources if name != target.source]
+    if target.source and others:
+        notes.append(f"{target.ref} is also in {', '.join(others)}; the pin takes the url of {target.source}")
+    if not same_repository(target.url, pin.url):
+        notes.append(f"{target.ref} is from the source {target.source}: the pin's url moves from {pin.url} to {target.url}")
+        if is_local(target.url):
+            notes.append(
+                f"{target.url} is a path on this machine; to record the public repository instead, fetch the mirror "
+                f"again with `hiraishin upstream fetch --from {target.url} --url URL` before the rebase"
+            )
+    return tuple(notes)
 
 
 def _target_order(store: ObjectStore, target: Target) -> tuple[int, int, str]:
@@ -198,8 +248,11 @@ def _load(tree: WorkTree) -> RebaseState:
         if data.get("version") != STATE_VERSION:
             raise ValueError(f"state version {data.get('version')}, expected {STATE_VERSION}")
         origin = data["origin"]
+        # States saved before sources existed lack the urls: the pin's url stays.
+        defaults = {"onto_source": "", "onto_url": "", "pin_url": ""}
         return RebaseState(
-            **{f.name: data[f.name] for f in dataclasses.fields(RebaseTarget)},
+            **{f.name: data[f.name] if f.name not in defaults else data.get(f.name, defaults[f.name])
+               for f in dataclasses.fields(RebaseTarget)},
             project=data["project"], workdir=data["workdir"],
             phase=Phase(data["phase"]), next=int(data["next"]), head=data["head"],
             outcomes=tuple(outcome_from_data(item) for item in data["outcomes"]),
@@ -237,9 +290,41 @@ def _refuse_in_progress(tree: WorkTree) -> None:
 def _crash_point(stage: str, number: int) -> None:
     # Tests prove that a rebase killed at any step loses nothing: with
     # HIRAISHIN_TEST_KILL=<stage>:<patch number> the process dies right there,
-    # as from `kill -9`, with no chance to clean up.
-    if os.environ.get(KILL_ENV) == f"{stage}:{number}":
+    # as from `kill -9`, with no chance to clean up. With
+    # HIRAISHIN_TEST_PAUSE=<stage>:<patch number>=<file> it writes <file> and
+    # waits there until the file is removed, so a test can run a second
+    # rebase while this one holds the lock.
+    point = f"{stage}:{number}"
+    if os.environ.get(KILL_ENV) == point:
         os.kill(os.getpid(), signal.SIGKILL)
+    where, _, marker = os.environ.get(PAUSE_ENV, "").partition("=")
+    if where == point and marker:
+        Path(marker).write_text(f"{os.getpid()}\n", encoding="utf-8")
+        deadline = time.monotonic() + 300
+        while Path(marker).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def _rebase_lock_file(project: Project) -> Path:
+    return project.root / "work" / LOCK_NAME
+
+
+@contextlib.contextmanager
+def _exclusive(project: Project) -> Iterator[None]:
+    """Hold the project's rebase lock, or refuse at once, naming its holder."""
+    path = _rebase_lock_file(project)
+
+    def refuse(holder: lock.Holder | None) -> RebaseLocked:
+        who = holder.describe() if holder else "a process that has not written its name yet"
+        return RebaseLocked(
+            f"another hiraishin rebase is running in the project {project.root} ({who}); "
+            "nothing was changed",
+            hint="wait for it to finish (or stop it), then run this again; "
+            "the lock ends with its process, so a crashed rebase never holds it",
+        )
+
+    with lock.exclusive(path, refuse):
+        yield
 
 
 # -- applying one patch ------------------------------------------------------
@@ -332,7 +417,8 @@ def _prime(run: _Run, patches: Sequence[PatchOutcome]) -> None:
     paths = sorted({path for patch in patches for path in patch.files})
     entries = [(*found, path) for path in paths if (found := run.store.entry(run.pin.commit, path))]
     try:
-        run.cache.ensure_blobs((blob for _, blob, _ in entries), why=f"of {run.pin.short} for the three-way fallback")
+        run.cache.ensure_blobs((blob for _, blob, _ in entries), why=f"of {run.pin.short} for the three-way fallback",
+                               commit=run.pin.commit)
         with _scratch_index(run.workdir) as index:
             git.index_add_entries(run.workdir, index, entries)
             for patch in patches:
@@ -377,7 +463,8 @@ def _search_upstream(run: _Run, patch: Path, files: Sequence[str]) -> tuple[Upst
         entries = [(*found, path) for path in files if (found := store.entry(commit, path))]
         key = tuple(entries)
         if key not in known:
-            run.cache.ensure_blobs((blob for _, blob, _ in entries), why="to find where a patch went upstream")
+            run.cache.ensure_blobs((blob for _, blob, _ in entries), why="to find where a patch went upstream",
+                                   commit=commit, prefer=run.prefer)
             with _scratch_index(run.workdir) as index:
                 git.index_add_entries(run.workdir, index, entries)
                 known[key] = git.apply_to_index(run.workdir, patch, index, reverse=True, check_only=True)
@@ -611,18 +698,25 @@ def _backup(project: Project, tree: WorkTree) -> Path:
 
 def _run_for(tree: WorkTree, cache: UpstreamCache, state: RebaseState) -> _Run:
     pin = load_pin(_backup_dir(tree) / PIN_FILE.name)
-    return _Run(tree.path, cache, cache.store(), pin, state.onto_commit, _backup_dir(tree) / "patches")
+    prefer = (state.onto_source,) if state.onto_source else ()
+    return _Run(tree.path, cache, cache.store(), pin, state.onto_commit, _backup_dir(tree) / "patches", prefer)
 
 
 def start(project: Project, cache: UpstreamCache, onto: str, workdir: Path) -> RebaseReport:
     """Begin a rebase in ``workdir``; returns when it finished or stopped at a conflict."""
+    with _exclusive(project):
+        return _start(project, cache, onto, workdir)
+
+
+def _start(project: Project, cache: UpstreamCache, onto: str, workdir: Path) -> RebaseReport:
     started = time.monotonic()
     tree = WorkTree(workdir)
     _refuse_in_progress(tree)
+    _crash_point("started", 0)
     pin = project.pin()
     store = cache.store()
     _require_pin_commit(store, cache, pin)
-    target = resolve_target(store, pin, onto)
+    target = resolve_target(cache, cache.refs(), pin, onto)
     _, patches, warnings = load_stack(project)
     if tree.is_initialized():
         tree.refuse_if_dirty("start a rebase")
@@ -631,7 +725,8 @@ def start(project: Project, cache: UpstreamCache, onto: str, workdir: Path) -> R
                 f"{workdir}: the work branch has commits that are not in patches/; a rebase of patches/ would leave them out",
                 hint="run `hiraishin patches export` first (or `hiraishin patches apply --force` to set them aside)",
             )
-    cache.prefetch_blobs(target.commit, pin.checkout)
+    prefer = (target.source,) if target.source else ()
+    cache.prefetch_blobs(target.commit, pin.checkout, prefer=prefer)
     created = not tree.is_initialized()
     if created:
         # The state file and the backup live in the work tree's git directory,
@@ -642,9 +737,7 @@ def start(project: Project, cache: UpstreamCache, onto: str, workdir: Path) -> R
     _backup(project, tree)
     if origin.head:
         git.update_ref(workdir, ORIG_HEAD_REF, origin.head)
-    notes = tuple(warnings)
-    if target.ref != target.commit and store.resolve(target.ref) and not _is_tag(store, target.ref):
-        notes += (f"{target.ref} is a branch: the pin records it, but a branch moves; prefer a tag",)
+    notes = (*warnings, *_target_notes(pin, target))
     state = replace(_initial_state(project, workdir, pin, target, patches), origin=origin, notes=notes)
     _save(tree, state)
     if target.relation is tags.Relation.OLDER:
@@ -652,15 +745,11 @@ def start(project: Project, cache: UpstreamCache, onto: str, workdir: Path) -> R
     try:
         tree.prepare(cache, target.commit, pin.checkout, force=False)
     except BaseException:
-        abort(project, workdir)
+        _abort(project, workdir)
         raise
     run = _run_for(tree, cache, state)
     _prime(run, state.outcomes)
     return _settle(project, tree, run, _advance(run, state, stop_at_conflict=True, persist=lambda s: _save(tree, s)), started)
-
-
-def _is_tag(store: ObjectStore, name: str) -> bool:
-    return name in store.tags()
 
 
 def _settle(project: Project, tree: WorkTree, run: _Run, state: RebaseState, started: float) -> RebaseReport:
@@ -676,7 +765,7 @@ def _finish(project: Project, tree: WorkTree, run: _Run, state: RebaseState, sta
     export_stack(project, tree.path)
     names = [line for line in (project.patches_dir / SERIES_FILE).read_text(encoding="utf-8").splitlines() if line]
     outcomes, added = _classify(run.patch_dir, project.patches_dir, state.outcomes, names)
-    write_pin(project.pin_file, run.pin.moved_to(state.onto_ref, state.onto_commit))
+    write_pin(project.pin_file, run.pin.moved_to(state.onto_ref, state.onto_commit, url=state.onto_url or None))
     report = _report(replace(state, outcomes=outcomes), dry_run=False, started=started, added=added)
     _clean_up(tree)
     return report
@@ -698,6 +787,11 @@ def _recover(tree: WorkTree, state: RebaseState) -> None:
 
 def continue_(project: Project, cache: UpstreamCache, workdir: Path) -> RebaseReport:
     """Go on after a resolved conflict, or after an interruption."""
+    with _exclusive(project):
+        return _continue(project, cache, workdir)
+
+
+def _continue(project: Project, cache: UpstreamCache, workdir: Path) -> RebaseReport:
     started = time.monotonic()
     tree, state = _load_for(project, workdir)
     run = _run_for(tree, cache, state)
@@ -752,6 +846,11 @@ def _take_resolution(tree: WorkTree, state: RebaseState) -> RebaseState:
 
 def skip(project: Project, cache: UpstreamCache, workdir: Path) -> RebaseReport:
     """Drop the patch the rebase stopped at (the report records it) and go on."""
+    with _exclusive(project):
+        return _skip(project, cache, workdir)
+
+
+def _skip(project: Project, cache: UpstreamCache, workdir: Path) -> RebaseReport:
     started = time.monotonic()
     tree, state = _load_for(project, workdir)
     if state.phase is not Phase.CONFLICT:
@@ -787,6 +886,11 @@ def _snapshot(directory: Path) -> dict[str, bytes]:
 
 def abort(project: Project, workdir: Path) -> AbortResult:
     """Put patches/, the pin and the work tree back exactly as before the rebase."""
+    with _exclusive(project):
+        return _abort(project, workdir)
+
+
+def _abort(project: Project, workdir: Path) -> AbortResult:
     tree, state = _load_for(project, workdir)
     backup = _backup_dir(tree)
     restored: list[str] = []
@@ -831,7 +935,8 @@ def _initial_state(project: Project, workdir: Path, pin: UpstreamPin, target: Ta
     """Nothing applied yet; `start` adds what it saved to restore (origin) and its notes."""
     return RebaseState(
         project=str(project.root.resolve()), workdir=str(workdir), onto_ref=target.ref, onto_commit=target.commit,
-        pin_ref=pin.ref, pin_commit=pin.commit, relation=target.relation.value, relation_note=target.note,
+        onto_source=target.source, onto_url=target.url, pin_ref=pin.ref, pin_commit=pin.commit, pin_url=pin.url,
+        relation=target.relation.value, relation_note=target.note,
         phase=Phase.APPLYING, next=0, head=target.commit, outcomes=_initial_outcomes(patches), origin=None,
     )
 
@@ -848,13 +953,14 @@ def dry_run(project: Project, cache: UpstreamCache, onto: str) -> RebaseReport:
     pin = project.pin()
     store = cache.store()
     _require_pin_commit(store, cache, pin)
-    target = resolve_target(store, pin, onto)
+    target = resolve_target(cache, cache.refs(), pin, onto)
     _, patches, warnings = load_stack(project)
-    cache.prefetch_blobs(target.commit, pin.checkout)
+    prefer = (target.source,) if target.source else ()
+    cache.prefetch_blobs(target.commit, pin.checkout, prefer=prefer)
     with tempfile.TemporaryDirectory(prefix="hiraishin-dry-run-") as scratch:
         tree = WorkTree(Path(scratch) / "llama.cpp")
         tree.prepare(cache, target.commit, pin.checkout, force=False)
-        run = _Run(tree.path, cache, store, pin, target.commit, project.patches_dir)
+        run = _Run(tree.path, cache, store, pin, target.commit, project.patches_dir, prefer)
         state = _initial_state(project, tree.path, pin, target, patches)
         _prime(run, state.outcomes)
         state = _advance(run, state, stop_at_conflict=False, persist=_no_persist)
@@ -862,7 +968,8 @@ def dry_run(project: Project, cache: UpstreamCache, onto: str) -> RebaseReport:
         out.mkdir()
         names = render_patches(tree.path, out)
         outcomes, added = _classify(project.patches_dir, out, state.outcomes, names)
-    return _report(replace(state, outcomes=outcomes), dry_run=True, started=started, added=added, notes=warnings)
+    return _report(replace(state, outcomes=outcomes), dry_run=True, started=started, added=added,
+                   notes=(*warnings, *_target_notes(pin, target)))
 
 
 def scan(project: Project, cache: UpstreamCache, refs: Sequence[str]) -> ScanReport:
@@ -873,7 +980,8 @@ def scan(project: Project, cache: UpstreamCache, refs: Sequence[str]) -> ScanRep
     pin = project.pin()
     store = cache.store()
     _require_pin_commit(store, cache, pin)
-    targets = sorted({t.commit: t for t in (resolve_target(store, pin, ref) for ref in refs)}.values(),
+    table = cache.refs()
+    targets = sorted({t.commit: t for t in (resolve_target(cache, table, pin, ref) for ref in refs)}.values(),
                      key=lambda t: _target_order(store, t))
     _, patches, _ = load_stack(project)
     rows: list[ScanRow] = []
@@ -882,9 +990,10 @@ def scan(project: Project, cache: UpstreamCache, refs: Sequence[str]) -> ScanRep
         for number, target in enumerate(targets):
             row_started = time.monotonic()
             get_logger().info("scanning %s (%d/%d)", target.ref, number + 1, len(targets))
-            cache.prefetch_blobs(target.commit, pin.checkout)
+            prefer = (target.source,) if target.source else ()
+            cache.prefetch_blobs(target.commit, pin.checkout, prefer=prefer)
             tree.prepare(cache, target.commit, pin.checkout, force=True)
-            run = _Run(tree.path, cache, store, pin, target.commit, project.patches_dir)
+            run = _Run(tree.path, cache, store, pin, target.commit, project.patches_dir, prefer)
             state = _initial_state(project, tree.path, pin, target, patches)
             if number == 0:
                 _prime(run, state.outcomes)

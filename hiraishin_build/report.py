@@ -139,8 +139,13 @@ class RebaseTarget:
 
     onto_ref: str
     onto_commit: str
+    onto_source: str
+    """The upstream source the target was taken from ("" when none has it)."""
+    onto_url: str
+    """The url the pin records after the rebase ("" in states saved before sources: the pin's own)."""
     pin_ref: str
     pin_commit: str
+    pin_url: str
     relation: str
     relation_note: str
 
@@ -262,8 +267,9 @@ def _short(commit: str) -> str:
 
 def rebase_text(report: RebaseReport) -> str:
     mode = " (dry run: nothing was changed)" if report.dry_run else ""
+    source = f" from the source {report.onto_source}" if report.onto_source else ""
     lines = [
-        f"rebase of the patch stack onto {report.onto_ref} ({_short(report.onto_commit)}){mode}",
+        f"rebase of the patch stack onto {report.onto_ref} ({_short(report.onto_commit)}){source}{mode}",
         f"  from the pin {report.pin_ref} ({_short(report.pin_commit)})",
         f"  {report.relation_note}",
     ]
@@ -302,7 +308,7 @@ def rebase_text(report: RebaseReport) -> str:
             f"{sum(1 for o in report.outcomes if o.status in (PatchStatus.EMPTY, PatchStatus.SKIPPED))} dropped"
         )
     if report.state == "finished":
-        lines.append(f"pin: {report.onto_ref} = {report.onto_commit}")
+        lines.append(f"pin: {report.onto_ref} = {report.onto_commit}" + (f" in {report.onto_url}" if report.onto_url else ""))
     stopped = report.stopped_at
     if stopped and not report.dry_run:
         lines.append(

@@ -5,18 +5,20 @@ ancestor older. The fork's release tags are cut from branches that are
 rebased now and then, so two tags may have diverged; they are then ordered by
 the llama.cpp build number in their name (``...-b9079-69d8e4b``), or else by
 commit date.
+
+Tags come from every source in the cache (sources.py); each carries the names
+of the sources that have it.
 """
 
 from __future__ import annotations
 
 import datetime
-import difflib
 import re
 from dataclasses import dataclass
 from enum import Enum
 
-from .errors import UpstreamError
 from .git import ObjectStore
+from .sources import RefKind, RefTable, ResolvedRef
 
 _BUILD = re.compile(r"(?:^|-)b(\d+)(?:-[0-9a-f]{6,40})?$")
 
@@ -39,6 +41,15 @@ class UpstreamTag:
     """The llama.cpp build number the name carries, if any."""
     time: int
     """Committer time of the tagged commit, seconds since the epoch."""
+    sources: tuple[str, ...] = ()
+    """The sources whose tag of this name names this commit."""
+    disputed: bool = False
+    """Another source gives the same name another commit."""
+
+    @property
+    def label(self) -> str:
+        """The name to pass to ``rebase --onto``: qualified with a source when the name alone is ambiguous."""
+        return f"{self.sources[0]}/{self.name}" if self.disputed and self.sources else self.name
 
     @property
     def date(self) -> str:
@@ -57,18 +68,10 @@ def build_number(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def resolve(store: ObjectStore, ref: str) -> str:
-    """The commit ``ref`` (tag, branch, full or abbreviated hash) names in the cache."""
-    commit = store.resolve(ref)
-    if commit is None:
-        close = difflib.get_close_matches(ref, store.tags(), n=3, cutoff=0.6)
-        raise UpstreamError(
-            f"unknown ref '{ref}': the upstream cache has no such tag, branch or commit",
-            hint=(f"did you mean {' or '.join(close)}? " if close else "")
-            + "`hiraishin upstream tags` lists the tags newer than the pin; "
-            "`hiraishin upstream fetch` brings new ones",
-        )
-    return commit
+def resolve(table: RefTable, ref: str) -> ResolvedRef:
+    """What ``ref`` (a tag or branch of any source, SOURCE/NAME, a full or
+    abbreviated hash) names in the cache; see :meth:`RefTable.resolve`."""
+    return table.resolve(ref)
 
 
 def relation(store: ObjectStore, commit: str, reference: str) -> Relation:
@@ -105,14 +108,20 @@ def later(store: ObjectStore, name: str, commit: str, reference_name: str, refer
     return store.commit_time(commit) > store.commit_time(reference)
 
 
-def all_tags(store: ObjectStore) -> list[UpstreamTag]:
-    """Every tag that names a commit, oldest first."""
+def all_tags(table: RefTable, source: str | None = None) -> list[UpstreamTag]:
+    """Every tag that names a commit, oldest first; one entry per name and
+    commit, so a name two sources disagree on appears once per commit."""
+    by_name: dict[str, dict[str, list[str]]] = {}
+    for ref in table.refs:
+        if ref.kind is RefKind.TAG:
+            by_name.setdefault(ref.name, {}).setdefault(ref.commit, []).append(ref.source)
     tags: list[UpstreamTag] = []
-    for name in store.tags():
-        commit = store.resolve(name)
-        if commit is None:
-            continue
-        tags.append(UpstreamTag(name, commit, build_number(name), store.commit_time(commit)))
+    for name, commits in by_name.items():
+        for commit, sources in commits.items():
+            if source is not None and source not in sources:
+                continue
+            tags.append(UpstreamTag(name, commit, build_number(name), table.store.commit_time(commit),
+                                    tuple(sorted(sources)), disputed=len(commits) > 1))
     return sorted(tags, key=order_key)
 
 
@@ -120,11 +129,12 @@ def order_key(tag: UpstreamTag) -> tuple[int, int, str]:
     return (tag.time, tag.build if tag.build is not None else -1, tag.name)
 
 
-def newer_than(store: ObjectStore, reference_name: str, reference: str) -> list[TagPlacement]:
+def newer_than(table: RefTable, reference_name: str, reference: str, *, source: str | None = None) -> list[TagPlacement]:
     """Tags newer than ``reference``: its descendants, and diverged tags that
     are later by build number (or date), oldest first."""
+    store = table.store
     newer: list[TagPlacement] = []
-    for tag in all_tags(store):
+    for tag in all_tags(table, source):
         found = relation(store, tag.commit, reference)
         if found is Relation.NEWER or (
             found is Relation.DIVERGED and later(store, tag.name, tag.commit, reference_name, reference)

@@ -8,6 +8,7 @@ leave out, several commits and tags.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -101,6 +102,26 @@ def upstream(tmp_path: Path) -> Upstream:
     return up
 
 
+FORK_ONLY_FILE = "ggml/src/ggml-cuda/sumrows.cu"
+
+
+@pytest.fixture
+def fork(tmp_path: Path, upstream: Upstream) -> Upstream:
+    """A fork of the synthetic upstream: its history, but none of its tags,
+    and a tagged commit of its own on top of the pin that adds a file the
+    upstream does not have (so only the fork can serve that file's content)."""
+    path = tmp_path / "fork"
+    subprocess.run(["git", "clone", "-q", "--no-local", str(upstream.path), str(path)], check=True, capture_output=True)
+    for tag in sh_git(path, "tag").split():
+        sh_git(path, "tag", "-d", tag)
+    sh_git(path, "remote", "remove", "origin")
+    sh_git(path, "checkout", "-q", "-B", "master", upstream.commit)
+    forked = Upstream(path, "", "", base=upstream.base)
+    forked.commit = forked.commit_change(FORK_ONLY_FILE, "int sumrows();\n", "fork: sumrows", tag="fork-b200")
+    forked.tag = "fork-b200"
+    return forked
+
+
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> UpstreamCache:
     root = tmp_path / "cache"
@@ -182,3 +203,18 @@ def stack_project(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> S
     )
     export_stack(project, project.default_workdir)
     return StackProject(project, cache, upstream)
+
+
+def drop_object(repo: Path, object_id: str) -> None:
+    """Rewrite a bare repository's packs without one object (as a mirror with absent blobs)."""
+    sh_git(repo, "repack", "-a", "-d", "-q")
+    everything = sh_git(repo, "rev-list", "--objects", "--all").splitlines()
+    keep = "\n".join(line.split()[0] for line in everything if not line.startswith(object_id)) + "\n"
+    staging = repo.parent / f"{repo.name}-newpack"
+    staging.mkdir()
+    subprocess.run(["git", "-C", str(repo), "pack-objects", "-q", str(staging / "pack")], input=keep, text=True, check=True)
+    for pack in (repo / "objects" / "pack").glob("*"):
+        pack.unlink()
+    for pack in staging.iterdir():
+        shutil.move(pack, repo / "objects" / "pack" / pack.name)
+    assert subprocess.run(["git", "-C", str(repo), "cat-file", "-e", object_id], capture_output=True).returncode != 0

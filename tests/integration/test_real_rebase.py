@@ -35,7 +35,8 @@ def real_cache() -> UpstreamCache:
     cache = UpstreamCache()
     if not cache.exists() or not cache.store().commit_exists(pin.commit):
         pytest.skip(f"the upstream cache {cache.git_dir} lacks the pinned commit: run `hiraishin upstream fetch`")
-    if cache.store().resolve(OLDER) is None or cache.store().resolve(OLDEST) is None:
+    refs = cache.refs()
+    if refs.lookup(OLDER) is None or refs.lookup(OLDEST) is None:
         pytest.skip(f"the upstream cache {cache.git_dir} lacks the tag {OLDER} or {OLDEST}: run `hiraishin upstream fetch`")
     return cache
 

@@ -1,14 +1,28 @@
+import os
 import shutil
+import socket
+import time
 from pathlib import Path
 
 import pytest
 
-from hiraishin_build.cache import UpstreamCache, normalize_source
-from hiraishin_build.errors import PinMismatchError, UpstreamError
+from hiraishin_build import cache as cache_module
+from hiraishin_build import git, lock, proc
+from hiraishin_build.cache import UPLOAD_PACK, UpstreamCache, normalize_source
+from hiraishin_build.errors import (
+    CacheLocked,
+    CommandError,
+    PinMismatchError,
+    SourcesDisagree,
+    SourceUnreachable,
+    UpstreamError,
+)
 from hiraishin_build.git import ObjectStore
+from hiraishin_build.sources import RefKind
 from hiraishin_build.stack import apply_stack
+from hiraishin_build.tags import all_tags
 
-from ..conftest import Upstream, make_project, sh_git
+from ..conftest import FORK_ONLY_FILE, Upstream, drop_object, make_project, sh_git
 
 
 def test_fetch_makes_a_blobless_cache_with_just_the_needed_blobs(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
@@ -104,3 +118,267 @@ def test_normalize_source(tmp_path: Path) -> None:
     assert normalize_source("https://github.com/x/y.git") == "https://github.com/x/y.git"
     with pytest.raises(UpstreamError, match="no such file"):
         normalize_source(str(tmp_path / "absent"))
+
+
+# -- several sources -------------------------------------------------------------
+
+def refs_and_config(cache: UpstreamCache) -> tuple[str, str]:
+    """Everything a failed fetch must leave as it was."""
+    refs = sh_git(cache.git_dir, "for-each-ref", "--format=%(refname) %(objectname)")
+    config = (cache.git_dir / "config").read_text()
+    return refs, config
+
+
+def test_fetching_a_fork_keeps_the_pins_tag(tmp_path: Path, upstream: Upstream, fork: Upstream, cache: UpstreamCache) -> None:
+    """The reported bug: a fork without the pinned tag pruned it from the cache."""
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    result = cache.fetch(str(fork.path), pin)
+    assert result.source.name == "fork" and result.has_pin_commit
+    assert result.added == ("fork-b200",) and not result.removed
+    assert cache.verify(pin).sources == ("upstream",)
+    table = cache.refs()
+    assert table.holders("b101", RefKind.TAG) == {"upstream": upstream.commit}
+    assert table.holders("fork-b200", RefKind.TAG) == {"fork": fork.commit}
+    # Fetching the fork again prunes only the fork's own namespace.
+    sh_git(fork.path, "tag", "-d", "fork-b200")
+    again = cache.fetch(str(fork.path), pin)
+    assert again.removed == ("fork-b200",)
+    assert cache.refs().holders("b101", RefKind.TAG) == {"upstream": upstream.commit}
+    cache.verify(pin)
+
+
+def test_fork_first_then_the_pins_repository(tmp_path: Path, upstream: Upstream, fork: Upstream, cache: UpstreamCache) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(fork.path), pin)  # the fork has the pinned commit, not the tag
+    with pytest.raises(UpstreamError, match="no source has it") as info:
+        cache.verify(pin)
+    assert "upstream fetch" in (info.value.hint or "")
+    cache.fetch(str(upstream.path), pin)
+    assert cache.verify(pin).sources == ("upstream",)
+    assert [s.name for s in cache.sources()] == ["fork", "upstream"]
+
+
+def test_a_mirror_of_the_pins_repository_is_the_same_source(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
+    project = make_project(tmp_path / "project", upstream)
+    pin = project.pin()
+    mirror = tmp_path / "mirrors" / "repo"
+    mirror.parent.mkdir()
+    sh_git(tmp_path, "clone", "-q", "--bare", str(upstream.path), str(mirror))
+    first = cache.fetch(str(mirror), pin)
+    # It has the pinned tag at the pinned commit: it stands for the pin's url.
+    assert first.source.url == pin.url and first.source.name == "upstream"
+    second = cache.fetch(str(upstream.path), pin)
+    assert second.source.name == "upstream" and len(cache.sources()) == 1
+
+
+def test_sources_that_disagree_on_a_tag(tmp_path: Path, upstream: Upstream, fork: Upstream, cache: UpstreamCache) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    sh_git(fork.path, "tag", "-a", "-m", "b102 of the fork", "b102", fork.commit)
+    theirs = upstream.commit_change("CMakeLists.txt", "project(llama) # b102\n", "b102", tag="b102")
+    cache.fetch(str(upstream.path), pin)
+    fetched = cache.fetch(str(fork.path), pin)
+    assert [name for name, _ in fetched.disputed] == ["b102"]
+    table = cache.refs()
+    with pytest.raises(SourcesDisagree) as info:
+        table.resolve("b102")
+    text = str(info.value)
+    assert theirs in text and fork.commit in text and "upstream" in text and "fork" in text
+    assert "`fork/b102`" in (info.value.hint or "")
+    assert table.resolve("fork/b102").commit == fork.commit
+    assert table.resolve("upstream/b102").commit == theirs
+    # Both are listed, each under the name that picks it.
+    labels = {tag.label for tag in all_tags(table)}
+    assert {"fork/b102", "upstream/b102"} <= labels and "b101" in labels
+
+
+def test_the_pins_repository_decides_what_the_pinned_tag_names(
+    tmp_path: Path, upstream: Upstream, fork: Upstream, cache: UpstreamCache,
+) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    sh_git(fork.path, "tag", "-a", "-m", "the fork's own b101", upstream.tag, fork.commit)
+    cache.fetch(str(fork.path), pin)
+    # Only the fork has a b101, and it is another commit: refused, both named.
+    with pytest.raises(PinMismatchError, match=f"{fork.commit} in fork"):
+        cache.verify(pin)
+    cache.fetch(str(upstream.path), pin)
+    assert cache.verify(pin).sources == ("upstream",)
+
+
+def test_unknown_source_and_unknown_ref(tmp_path: Path, upstream: Upstream, fork: Upstream, cache: UpstreamCache) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    cache.fetch(str(fork.path), pin)
+    table = cache.refs()
+    with pytest.raises(UpstreamError, match="no source named 'frok'") as info:
+        table.source("frok")
+    assert "did you mean 'fork'" in (info.value.hint or "")
+    with pytest.raises(UpstreamError, match="nor is 'frok' a source: the sources are upstream, fork"):
+        table.resolve("frok/fork-b200")
+    with pytest.raises(UpstreamError, match="the source 'fork' has no tag or branch 'b101'"):
+        table.resolve("fork/b101")
+    with pytest.raises(UpstreamError, match="no source named 'frok'"):
+        cache.refetch("frok", pin)
+
+
+def test_an_unreachable_source_changes_nothing(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    before = refs_and_config(cache)
+    not_a_repository = tmp_path / "empty-dir"
+    not_a_repository.mkdir()
+    with pytest.raises(SourceUnreachable, match="does not appear to be a git repository") as info:
+        cache.fetch(str(not_a_repository), pin)
+    assert "Nothing in the cache changed" in (info.value.hint or "")
+    with pytest.raises(SourceUnreachable):
+        cache.fetch("git://127.0.0.1:9/nothing-listens-here", pin)
+    assert refs_and_config(cache) == before
+    cache.verify(pin)
+
+
+def test_a_source_that_does_not_answer_times_out(
+    tmp_path: Path, upstream: Upstream, cache: UpstreamCache, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    before = refs_and_config(cache)
+    # A server that accepts the connection and never says a word.
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    monkeypatch.setenv("HIRAISHIN_CONNECT_TIMEOUT", "1")
+    started = time.monotonic()
+    try:
+        with pytest.raises(SourceUnreachable, match="no answer within 1 s") as info:
+            cache.fetch(f"git://127.0.0.1:{server.getsockname()[1]}/silent", pin)
+    finally:
+        server.close()
+    assert time.monotonic() - started < 20
+    assert "HIRAISHIN_CONNECT_TIMEOUT" in (info.value.hint or "")
+    assert refs_and_config(cache) == before
+
+
+def test_a_fetch_that_fails_midway_leaves_the_refs_as_they_were(
+    tmp_path: Path, upstream: Upstream, cache: UpstreamCache,
+) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    mirror = tmp_path / "mirror.git"
+    sh_git(tmp_path, "clone", "-q", "--bare", str(upstream.path), str(mirror))
+    cache.fetch(str(mirror), pin)
+    before = refs_and_config(cache)
+    # The mirror gains a tag whose tree it has lost: the fetch dies in the transfer.
+    sh_git(upstream.path, "commit", "-q", "--allow-empty", "-m", "b102")
+    (upstream.path / "new.txt").write_text("new\n")
+    sh_git(upstream.path, "add", "new.txt")
+    sh_git(upstream.path, "commit", "-q", "-m", "b102 with a file")
+    sh_git(upstream.path, "tag", "-a", "-m", "b102", "b102")
+    sh_git(mirror, "fetch", "-q", str(upstream.path), "+refs/tags/*:refs/tags/*", "+refs/heads/*:refs/heads/*")
+    tree = sh_git(mirror, "rev-parse", "b102^{tree}")
+    drop_object(mirror, tree)
+    with pytest.raises(CommandError):
+        cache.fetch(str(mirror), pin)
+    assert refs_and_config(cache) == before
+    assert "refs/hiraishin/incoming" not in sh_git(cache.git_dir, "for-each-ref")
+
+
+def test_a_source_without_the_pinned_commit_adds_nothing(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    other = tmp_path / "other"
+    other.mkdir()
+    sh_git(other, "init", "-q")
+    sh_git(other, "commit", "-q", "--allow-empty", "-m", "unrelated")
+    sh_git(other, "tag", "v1")
+    with pytest.raises(UpstreamError, match="no other source in the cache does"):
+        cache.fetch(str(other), pin)
+    assert cache.sources() == [] and sh_git(cache.git_dir, "for-each-ref") == ""
+    # With the pin's repository in the cache, an unrelated source may be added.
+    cache.fetch(str(upstream.path), pin)
+    assert cache.fetch(str(other), pin).has_pin_commit is False
+    cache.verify(pin)
+
+
+def test_file_contents_come_from_the_source_that_has_the_commit(
+    tmp_path: Path, upstream: Upstream, fork: Upstream, cache: UpstreamCache,
+) -> None:
+    """Observed: the blobs of a fork's commit were asked from the pin's repository, which lacks them."""
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    cache.fetch(str(fork.path), pin)
+    store = ObjectStore(cache.git_dir)
+    blob = dict(store.blobs(fork.commit))[FORK_ONLY_FILE]
+    assert not store.has(blob)
+    # The pin's repository is asked first (it is preferred), cannot serve the
+    # file, and the fork, which has the commit, is asked next.
+    assert cache.prefetch_blobs(fork.commit, pin.checkout, prefer=("upstream",)) == 1
+    assert ObjectStore(cache.git_dir).has(blob)
+
+
+def test_legacy_cache_is_read_then_migrated(tmp_path: Path, upstream: Upstream, fork: Upstream, cache: UpstreamCache) -> None:
+    """A cache made before sources: remote origin, its tags in refs/tags/."""
+    pin = make_project(tmp_path / "project", upstream).pin()
+    make_legacy_cache(cache, upstream.path)
+    assert cache.verify(pin).sources == ("origin",)
+    assert cache.refs().resolve("b100").commit == upstream.base
+    cache.fetch(str(fork.path), pin)
+    refs = sh_git(cache.git_dir, "for-each-ref", "--format=%(refname)").splitlines()
+    assert not [ref for ref in refs if ref.startswith(("refs/tags/", "refs/remotes/"))]
+    assert "refs/sources/upstream/tags/b101" in refs and "refs/sources/fork/tags/fork-b200" in refs
+    assert [s.name for s in cache.sources()] == ["upstream", "fork"]
+    assert git.config_get(cache.git_dir, "extensions.partialClone") == "upstream"
+    assert cache.verify(pin).sources == ("upstream",)
+
+
+def test_concurrent_fetches_are_refused(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    before = refs_and_config(cache)
+    with lock.exclusive(cache.lock_file, lambda holder: CacheLocked("held")):
+        with pytest.raises(CacheLocked, match="another fetch into the upstream cache") as info:
+            cache.fetch(str(upstream.path), pin)
+    assert f"pid {os.getpid()}" in str(info.value)
+    assert refs_and_config(cache) == before
+
+
+def make_legacy_cache(cache: UpstreamCache, source: Path) -> None:
+    """The cache as the code before sources made it (one remote, shared refs/tags/, --prune)."""
+    repo = cache.git_dir
+    cache.root.mkdir(parents=True, exist_ok=True)
+    sh_git(cache.root, "init", "-q", "--bare", str(repo))
+    for key, value in [
+        ("core.repositoryformatversion", "1"), ("extensions.partialClone", "origin"), ("remote.origin.promisor", "true"),
+        ("remote.origin.partialclonefilter", "blob:none"), ("remote.origin.uploadpack", UPLOAD_PACK),
+        ("gc.auto", "0"), ("remote.origin.url", source.as_uri()),
+    ]:
+        sh_git(repo, "config", key, value)
+    sh_git(repo, "config", "--add", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*")
+    sh_git(repo, "config", "--add", "remote.origin.fetch", "+refs/tags/*:refs/tags/*")
+    sh_git(repo, "fetch", "-q", "--filter=blob:none", "--prune", "origin")
+
+
+def test_only_a_local_repository_is_told_its_upload_pack(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Told one, an https remote answers with a warning before its real error.
+    seen: list[tuple[str, ...]] = []
+    monkeypatch.setattr(git, "git", lambda repo, *args, **kwargs: seen.append(args) or proc.Completed([], 0, "", ""))
+    git.ls_remote("https://github.com/o/r.git", upload_pack=UPLOAD_PACK, timeout=5, what="x")
+    git.ls_remote("file:///srv/r.git", upload_pack=UPLOAD_PACK, timeout=5, what="x")
+    assert [arg for arg in seen[0] if arg.startswith("--upload-pack")] == []
+    assert f"--upload-pack={UPLOAD_PACK}" in seen[1]
+    assert seen[1][-2:] == ("file:///srv/r.git", "HEAD")
+
+
+@pytest.mark.parametrize(
+    ("output", "reason"),
+    [
+        ("warning: setting remote service path not supported by protocol\n"
+         "fatal: unable to access 'https://h/r.git/': Could not resolve host: h",
+         "unable to access 'https://h/r.git/': Could not resolve host: h"),
+        ("fatal: unable to connect to 127.0.0.1:\n127.0.0.1[0: 127.0.0.1]: errno=Connection refused",
+         "unable to connect to 127.0.0.1: 127.0.0.1[0: 127.0.0.1]: errno=Connection refused"),
+        ("fatal: '/tmp' does not appear to be a git repository\nfatal: Could not read from remote repository.\n\n"
+         "Please make sure you have the correct access rights\nand the repository exists.",
+         "'/tmp' does not appear to be a git repository"),
+        ("something else went wrong", "something else went wrong"),
+    ],
+)
+def test_the_reason_a_source_is_unreachable(output: str, reason: str) -> None:
+    assert cache_module._first_fatal(output) == reason

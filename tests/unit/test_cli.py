@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import StackProject, Upstream, make_project, sh_git
+from ..conftest import StackProject, Upstream, drop_object, make_project, sh_git
 
 
 def hiraishin(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -100,3 +100,65 @@ def test_old_git_is_refused_with_a_clear_message(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(git.GitTooOld, match="git 2.30.1 is too old"):
         git.require_git()
     git.require_git.cache_clear()
+
+
+# -- sources ---------------------------------------------------------------------
+
+def test_fetch_two_sources_then_tags_name_their_source(tmp_path: Path, upstream: Upstream, fork: Upstream, cache) -> None:  # type: ignore[no-untyped-def]
+    project = make_project(tmp_path / "project", upstream)
+    upstream.commit_change("CMakeLists.txt", "project(llama) # b102\n", "b102", tag="b102")
+    first = hiraishin("upstream", "fetch", "--from", str(fork.path), "--url", "https://example.org/forks/fork",
+                      "--name", "fork", cwd=project.root)
+    # Only the fork so far: fetched fine, but the pin's tag is nowhere yet.
+    assert first.returncode == 0, first.stderr
+    assert "source fork: https://example.org/forks/fork (fetched from" in first.stdout
+    assert "note: the pinned ref 'b101' is not in the upstream cache" in first.stderr
+    assert hiraishin("upstream", "verify", cwd=project.root).returncode == 4
+    second = hiraishin("upstream", "fetch", cwd=project.root)  # the pin's url
+    assert second.returncode == 0, second.stderr
+    assert "pin: b101 = " in second.stdout and "(in upstream)" in second.stdout
+    verified = hiraishin("upstream", "verify", cwd=project.root)
+    assert verified.returncode == 0 and "(in upstream)" in verified.stdout
+    listed = hiraishin("upstream", "tags", cwd=project.root)
+    rows = {line.split()[0]: line for line in listed.stdout.splitlines() if line.startswith("  ")}
+    assert rows["b102"].endswith("upstream") and rows["fork-b200"].endswith("fork")
+    only_fork = hiraishin("upstream", "tags", "--source", "fork", cwd=project.root)
+    assert "fork-b200" in only_fork.stdout and "b102" not in only_fork.stdout
+    shown = hiraishin("upstream", "show", cwd=project.root)
+    assert "fork: 1 tag(s)" in shown.stdout and "upstream: 3 tag(s) (the pin's repository)" in shown.stdout
+    # --name without --from fetches that source again, from where it was fetched.
+    again = hiraishin("upstream", "fetch", "--name", "fork", cwd=project.root)
+    assert again.returncode == 0 and "source fork:" in again.stdout
+
+
+def test_source_usage_errors(tmp_path: Path, upstream: Upstream, cache) -> None:  # type: ignore[no-untyped-def]
+    project = make_project(tmp_path / "project", upstream)
+    assert hiraishin("upstream", "fetch", "--url", "https://x/y", cwd=project.root).returncode == 2
+    assert hiraishin("upstream", "fetch", cwd=project.root).returncode == 0
+    unknown = hiraishin("upstream", "fetch", "--name", "nosuch", cwd=project.root)
+    assert unknown.returncode == 4 and "no source named 'nosuch'" in unknown.stderr and "hint:" in unknown.stderr
+    tags = hiraishin("upstream", "tags", "--source", "nosuch", cwd=project.root)
+    assert tags.returncode == 4 and "no source named 'nosuch'" in tags.stderr
+    bad = hiraishin("upstream", "fetch", "--from", str(upstream.path), "--name", "a/b", cwd=project.root)
+    assert bad.returncode == 4 and "cannot name a source" in bad.stderr
+    assert "Traceback" not in unknown.stderr + tags.stderr + bad.stderr
+
+
+def test_brackets_in_errors_survive_the_console(tmp_path: Path, upstream: Upstream, cache) -> None:  # type: ignore[no-untyped-def]
+    """Observed: "add the path to [checkout] exclude" printed as "add the path to  exclude"."""
+    project = make_project(tmp_path / "project", upstream)
+    mirror = tmp_path / "mirror.git"
+    sh_git(tmp_path, "clone", "-q", "--bare", str(upstream.path), str(mirror))
+    drop_object(mirror, sh_git(mirror, "rev-parse", f"{upstream.commit}:tools/server/server.cpp"))
+    failed = hiraishin("upstream", "fetch", "--from", str(mirror), cwd=project.root)
+    assert failed.returncode == 4
+    assert "lacks the content of tools/server/server.cpp" in failed.stderr
+    assert "add the path to [checkout] exclude in recipes/upstream.toml" in failed.stderr
+
+
+def test_step_titles_keep_their_brackets(capsys: pytest.CaptureFixture[str]) -> None:
+    from hiraishin_build import log
+
+    with log.step("fetching [checkout] paths"):
+        pass
+    assert "fetching [checkout] paths" in capsys.readouterr().err

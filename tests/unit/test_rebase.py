@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from hiraishin_build import git, rebase
+from hiraishin_build import git, lock, rebase
 from hiraishin_build.errors import RebaseError, RebaseStopped, UpstreamError, WorkTreeError
 from hiraishin_build.report import ChangeKind, PatchStatus, rebase_json, rebase_text, scan_json, scan_text
 from hiraishin_build.series import read_series
@@ -26,7 +28,7 @@ from hiraishin_build.stack import check_stack, export_stack
 from hiraishin_build.tags import Relation, newer_than
 from hiraishin_build.worktree import WorkTree
 
-from ..conftest import StackProject, commit_in_workdir, sh_git
+from ..conftest import StackProject, Upstream, commit_in_workdir, sh_git
 
 MMVQ = "ggml/src/ggml-cuda/mmvq.cu"
 COMMON = "ggml/src/ggml-cuda/common.cuh"
@@ -437,7 +439,7 @@ def test_tags_newer_than_the_pin(sp: StackProject) -> None:
     sh_git(repo, "checkout", "-q", "master")
     sp.cache.fetch(str(repo), sp.project.pin())
     pin = sp.project.pin()
-    found = newer_than(sp.cache.store(), pin.ref, pin.commit)
+    found = newer_than(sp.cache.refs(), pin.ref, pin.commit)
     assert [(p.tag.name, p.relation) for p in found] == [("b102", Relation.NEWER), ("b150", Relation.DIVERGED)]
     listed = hiraishin("upstream", "tags", cwd=sp.project.root)
     assert listed.returncode == 0 and "b102" in listed.stdout and "diverged, later" in listed.stdout
@@ -562,3 +564,157 @@ def test_work_tree_is_usable_after_a_rebase(sp: StackProject) -> None:
     tree = WorkTree(sp.workdir)
     assert tree.uncommitted_changes() == [] and not tree.unexported_commits()
     assert export_stack(sp.project, sp.workdir).changed is False
+
+
+# -- sources -------------------------------------------------------------------
+
+FORK_URL = "https://example.org/someone/fork"
+
+
+def test_rebase_onto_a_forks_tag_moves_the_pins_url(sp: StackProject, fork: Upstream) -> None:
+    pin_url = sp.project.pin().url
+    sp.cache.fetch(str(fork.path), sp.project.pin(), url=FORK_URL)
+    dry = rebase.dry_run(sp.project, sp.cache, "fork-b200")
+    assert (dry.onto_source, dry.onto_url, dry.pin_url) == ("someone-fork", FORK_URL, pin_url)
+    assert f"the pin's url moves from {pin_url} to {FORK_URL}" in rebase_text(dry)
+    assert sp.project.pin().url == pin_url
+    report = rebase.start(sp.project, sp.cache, "fork-b200", sp.workdir)
+    assert report.state == "finished" and f"in {FORK_URL}" in rebase_text(report)
+    assert json.loads(rebase_json(report))["onto_source"] == "someone-fork"
+    pin = sp.project.pin()
+    assert (pin.url, pin.ref, pin.commit) == (FORK_URL, "fork-b200", fork.commit)
+    assert sp.cache.verify(pin).sources == ("someone-fork",)
+    # Back onto the pin's repository's tag: the url follows.
+    rebase.start(sp.project, sp.cache, "b101", sp.workdir)
+    assert (sp.project.pin().url, sp.project.pin().ref) == (pin_url, "b101")
+
+
+def test_a_tag_the_pins_repository_also_has_keeps_the_url(sp: StackProject, fork: Upstream) -> None:
+    sh_git(fork.path, "tag", "-a", "-m", "b100", "b100", sp.upstream.base)
+    sp.cache.fetch(str(fork.path), sp.project.pin(), url=FORK_URL)
+    target = rebase.resolve_target(sp.cache, sp.cache.refs(), sp.project.pin(), "b100")
+    assert target.source == "upstream" and set(target.sources) == {"upstream", "someone-fork"}
+    report = rebase.dry_run(sp.project, sp.cache, "b100")
+    assert "also in someone-fork" in rebase_text(report)
+    # A commit hash takes the url of a source that has it.
+    assert rebase.resolve_target(sp.cache, sp.cache.refs(), sp.project.pin(), fork.commit[:10]).url == FORK_URL
+
+
+def test_rebase_onto_tags_the_sources_disagree_on(sp: StackProject, fork: Upstream) -> None:
+    sh_git(fork.path, "tag", "-a", "-m", "b102", "b102", fork.commit)
+    theirs = tag_upstream(sp, "b102", {FATTN: lambda t: t + "// x\n"})
+    sp.cache.fetch(str(fork.path), sp.project.pin(), url=FORK_URL)
+    before = project_snapshot(sp)
+    refused = hiraishin("rebase", "--onto", "b102", cwd=sp.project.root)
+    assert refused.returncode == 4 and theirs in refused.stderr and fork.commit in refused.stderr
+    assert "someone-fork/b102" in refused.stderr and project_snapshot(sp) == before
+    assert not rebase.in_progress(sp.workdir)
+    chosen = hiraishin("rebase", "--onto", "someone-fork/b102", cwd=sp.project.root)
+    assert chosen.returncode == 0, chosen.stderr
+    pin = sp.project.pin()
+    assert (pin.ref, pin.commit, pin.url) == ("b102", fork.commit, FORK_URL)
+
+
+def test_the_url_survives_a_conflict_and_a_new_process(sp: StackProject, fork: Upstream) -> None:
+    fork.commit_change(MMVQ, conflict_block_20((fork.path / MMVQ).read_text()), "fork: note", tag="fork-b201")
+    sp.cache.fetch(str(fork.path), sp.project.pin(), url=FORK_URL)
+    stopped = hiraishin("rebase", "--onto", "fork-b201", cwd=sp.project.root)
+    assert stopped.returncode == 10 and "stopped at patch 1" in stopped.stderr
+    (sp.workdir / MMVQ).write_text((fork.path / MMVQ).read_text().replace("(upstream note)", "(both)"))
+    sh_git(sp.workdir, "add", MMVQ)
+    done = hiraishin("rebase", "--continue", cwd=sp.project.root)
+    assert done.returncode == 0, done.stderr
+    assert (sp.project.pin().url, sp.project.pin().ref) == (FORK_URL, "fork-b201")
+
+
+def test_a_state_saved_before_sources_still_continues(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    state_file = sp.workdir / ".git" / rebase.STATE_NAME
+    saved = json.loads(state_file.read_text())
+    for key in ("onto_source", "onto_url", "pin_url"):
+        del saved[key]
+    state_file.write_text(json.dumps(saved))
+    (sp.workdir / MMVQ).write_text((sp.upstream.path / MMVQ).read_text().replace("(upstream note)", "(both)"))
+    sh_git(sp.workdir, "add", MMVQ)
+    report = rebase.continue_(sp.project, sp.cache, sp.workdir)
+    assert report.state == "finished" and sp.project.pin().url == str(sp.upstream.path)
+
+
+# -- one rebase at a time --------------------------------------------------------
+
+def start_paused(sp: StackProject, point: str, marker: Path, *args: str) -> subprocess.Popen[str]:
+    """A real `hiraishin rebase` that stops at ``point`` (holding the lock) until ``marker`` is removed."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hiraishin_build.cli", "rebase", *args], cwd=sp.project.root,
+        env={**os.environ, rebase.PAUSE_ENV: f"{point}={marker}"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            out, err = process.communicate()
+            pytest.fail(f"the first rebase did not reach {point}: {out}{err}")
+        time.sleep(0.05)
+    return process
+
+
+def release(process: subprocess.Popen[str], marker: Path) -> tuple[str, str]:
+    marker.unlink(missing_ok=True)
+    return process.communicate(timeout=300)
+
+
+def test_a_second_rebase_is_refused_while_one_runs(sp: StackProject, tmp_path: Path) -> None:
+    tag_upstream(sp, "b102", {MMVQ: shift_top})
+    marker = tmp_path / "paused"
+    # Paused before it has written any state: only the lock keeps a second one out.
+    first = start_paused(sp, "started:0", marker, "--onto", "b102")
+    try:
+        second = hiraishin("rebase", "--onto", "b102", cwd=sp.project.root)
+        elsewhere = hiraishin("rebase", "--onto", "b102", "--workdir", str(tmp_path / "other-work"), cwd=sp.project.root)
+        assert not rebase.in_progress(sp.workdir) and not (tmp_path / "other-work").exists()
+    finally:
+        _, err = release(first, marker)
+    for refused in (second, elsewhere):
+        assert refused.returncode == 10, refused.stderr
+        assert "another hiraishin rebase is running" in refused.stderr
+        assert f"pid {first.pid}" in refused.stderr and "rebase --onto b102" in refused.stderr
+        assert re.search(r"started \d{4}-\d\d-\d\dT", refused.stderr) and "Traceback" not in refused.stderr
+    assert first.returncode == 0, err
+    assert sp.project.pin().ref == "b102" and not rebase.in_progress(sp.workdir)
+    check_stack(sp.project, sp.cache)
+
+
+def test_continue_skip_abort_are_refused_while_a_rebase_runs(sp: StackProject, tmp_path: Path) -> None:
+    onto = tag_upstream(sp, "b102", {MMVQ: shift_top})
+    marker = tmp_path / "paused"
+    first = start_paused(sp, "recorded:1", marker, "--onto", "b102")
+    state_file = sp.workdir / ".git" / rebase.STATE_NAME
+    try:
+        saved, project_before = state_file.read_bytes(), project_snapshot(sp)
+        head = sh_git(sp.workdir, "rev-parse", "HEAD")
+        refusals = [hiraishin("rebase", mode, cwd=sp.project.root) for mode in ("--abort", "--continue", "--skip")]
+        # The state file, patches/, the pin and the work branch are exactly as the first left them.
+        assert state_file.read_bytes() == saved and project_snapshot(sp) == project_before
+        assert sh_git(sp.workdir, "rev-parse", "HEAD") == head
+    finally:
+        _, err = release(first, marker)
+    for refused in refusals:
+        assert refused.returncode == 10 and "another hiraishin rebase is running" in refused.stderr, refused.stderr
+    assert first.returncode == 0, err
+    report = json.loads((sp.project.root / "work" / "rebase-report.json").read_text())
+    assert [p["status"] for p in report["patches"]] == ["offset", "clean", "offset"]
+    assert sp.project.pin().commit == onto
+    check_stack(sp.project, sp.cache)
+
+
+def test_a_killed_rebase_leaves_no_lock_that_blocks(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {MMVQ: shift_top})
+    killed = hiraishin("rebase", "--onto", "b102", cwd=sp.project.root, env={rebase.KILL_ENV: "recorded:1"})
+    assert killed.returncode == -9
+    # The lock file still names the dead process; the kernel released its lock.
+    holder = lock.read_holder(sp.project.root / "work" / rebase.LOCK_NAME)
+    assert holder is not None and "rebase --onto b102" in holder.command
+    done = hiraishin("rebase", "--continue", cwd=sp.project.root)
+    assert done.returncode == 0, done.stderr
