@@ -83,7 +83,9 @@ def test_missing_model_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, capsys:
     runtime.build_info.cache_clear()
     monkeypatch.setattr(runtime, "build_info", lambda: {"recipe": "cpu"})
     monkeypatch.setattr(runtime, "gpus", lambda: [])
-    assert smoke.main(["--model", "/nonexistent/model.gguf", "--json", "/dev/null"]) == 2
+    with pytest.raises(SystemExit) as exit_info:
+        smoke.main(["--model", "/nonexistent/model.gguf", "--json", "/dev/null"])
+    assert exit_info.value.code == 2
     assert "--model /nonexistent/model.gguf: no such file" in capsys.readouterr().err
 
 
