@@ -18,7 +18,7 @@ from pathlib import Path
 import pygit2
 from packaging.version import Version
 
-from . import proc
+from . import proc, timeouts
 from .errors import GitTooOld
 
 
@@ -65,10 +65,15 @@ def git(
     check: bool = True,
     what: str | None = None,
     hint: str | None = None,
+    limit: timeouts.Limit = timeouts.COMMAND,
 ) -> proc.Completed:
     require_git()
     prefix = ["git"] if repo is None else ["git", "-C", str(repo)]
-    return proc.run([*prefix, *args], env=env, input=input, check=check, what=what, hint=hint)
+    return proc.run([*prefix, *args], env=env, input=input, check=check, what=what, hint=hint, limit=limit)
+
+
+# A fetch never asks for a password on the terminal: it would wait for an answer nobody sees.
+NO_PROMPT = {"GIT_TERMINAL_PROMPT": "0"}
 
 
 def init(path: Path, *, bare: bool = False) -> None:
@@ -96,7 +101,7 @@ def fetch(repo: Path, remote: str, *, filter_spec: str | None, prune: bool, what
         args.append(f"--filter={filter_spec}")
     if prune:
         args.append("--prune")
-    git(repo, *args, remote, what=what, hint=hint)
+    git(repo, *args, remote, env=NO_PROMPT, what=what, hint=hint, limit=timeouts.NETWORK)
 
 
 def fetch_objects(repo: Path, remote: str, object_ids: Iterable[str], *, what: str, hint: str | None = None) -> None:
@@ -107,8 +112,10 @@ def fetch_objects(repo: Path, remote: str, object_ids: Iterable[str], *, what: s
         "fetch", "--quiet", remote, "--no-tags", "--no-write-fetch-head",
         "--recurse-submodules=no", "--filter=blob:none", "--stdin",
         input="".join(f"{oid}\n" for oid in object_ids),
+        env=NO_PROMPT,
         what=what,
         hint=hint,
+        limit=timeouts.NETWORK,
     )
 
 

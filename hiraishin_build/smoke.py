@@ -11,7 +11,7 @@ from pathlib import Path
 
 from packaging.utils import parse_wheel_filename
 
-from . import proc
+from . import proc, timeouts
 from .errors import SmokeFailed
 from .index import build_index, read_wheel, variant_of
 
@@ -90,11 +90,12 @@ def smoke_wheel(
     install = _install_command(venv, wheel, out_dir, from_index=from_index, find_links=find_links,
                                deps_index=deps_index)
     proc.run_logged(install, log_path=out_dir / "install.log", what=f"installing {wheel.name}",
-                    hint="with no package index, pass --find-links DIR holding the wheel's dependencies")
+                    hint="with no package index, pass --find-links DIR holding the wheel's dependencies",
+                    limit=timeouts.NETWORK)
     print(proc.run([str(venv / "bin" / "hiraishin-llama"), "--version"], what="hiraishin-llama --version").stdout)
     report_path = out_dir / "smoke.json"
     smoke = [str(venv / "bin" / "hiraishin-llama-smoke"), "--json", str(report_path), *smoke_args]
-    completed = proc.run(smoke, check=False, what="the smoke test")
+    completed = proc.run(smoke, check=False, what="the smoke test", limit=timeouts.BUILD)
     (out_dir / "smoke.log").write_text(completed.output + "\n")
     print(completed.stdout)
     if not report_path.is_file():

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import doctor, proc, repair
+from . import doctor, proc, repair, timeouts
 from .errors import WheelBuildError
 from .log import get_logger
 from .recipe import Recipe
@@ -82,6 +82,7 @@ def build_wheel(
         env=env,
         what=f"building the {recipe.name} wheel",
         hint="read the full log; `hiraishin doctor` checks the toolchain" if recipe.backend == "cuda" else None,
+        limit=timeouts.BUILD,
     )
     built = sorted(set(out_dir.glob("hiraishin_llama-*.whl")) - before) or sorted(out_dir.glob("hiraishin_llama-*.whl"))
     if not built:
