@@ -344,17 +344,18 @@ def doctor_command(obj: Context, recipe_name: str | None) -> None:
 @click.argument("wheel_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--out", "site", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="The site: SITE/<variant>/simple/ per variant (wheels already there are kept).")
-def index_command(wheel_dir: Path, site: Path) -> None:
+@click.option("--deps-index", metavar="URL", default=PYPI, show_default=True, envvar="HIRAISHIN_DEPS_INDEX",
+              help="Where the wheels' dependencies come from, in the install commands printed.")
+def index_command(wheel_dir: Path, site: Path, deps_index: str) -> None:
     """PEP 503 indexes per variant from the labelled wheels under WHEEL_DIR."""
-    from .index import build_index
+    from .index import build_index, install_command
 
-    result = build_index(wheel_dir.resolve(), site.resolve())
+    result = build_index(wheel_dir.resolve(), site.resolve(), deps_index=deps_index)
     for reason in result.skipped:
         click.echo(f"skipped: {reason}", err=True)
     for variant, wheels in result.variants.items():
-        click.echo(f"{variant:<12} {len(wheels)} wheel(s): pip install hiraishin-llama"
-                   + ("" if variant.startswith("cpu") else f"[{variant.split('-')[0]}]")
-                   + f" --index-url {(result.site / variant / 'simple').as_uri()}")
+        url = (result.site / variant / "simple").as_uri()
+        click.echo(f"{variant:<12} {len(wheels)} wheel(s): {install_command(wheels, url, deps_index)}")
     if result.variants_json:
         click.echo(f"variant metadata (draft PEP 825): {result.variants_json}")
     if not result.variants:
