@@ -252,7 +252,12 @@ def _without_dir_name(omit: tuple[str, ...], series: tuple[str, ...]) -> str:
 
 def _wheel(project: Project, cache: UpstreamCache, recipe_name: str, sdist: Path | None,
            isolated: bool, jobs: int | None, extra_defines: Mapping[str, str] | None = None) -> WheelResult:
+    from . import doctor
+
     recipe = find_recipe(project.recipes_dir, recipe_name)
+    # Refused before the sdist is made: it takes minutes, and this machine may lack nvcc or cuBLAS (exit 11).
+    toolchain = doctor.detect()
+    doctor.require_buildable(recipe, toolchain)
     if sdist is None:
         with log.step("making the sdist"):
             sdist = build_sdist(project, cache, project.dist_dir).path
@@ -260,7 +265,7 @@ def _wheel(project: Project, cache: UpstreamCache, recipe_name: str, sdist: Path
     out_dir = sdist.resolve().parent / "wheels" / recipe.name
     with log.step(f"building the {recipe.name} wheel"):
         return build_wheel(sdist.resolve(), recipe, out_dir, build_dir=project.root / "build" / recipe.name,
-                           isolated=isolated, jobs=jobs, extra_defines=extra_defines)
+                           isolated=isolated, jobs=jobs, extra_defines=extra_defines, toolchain=toolchain)
 
 
 def _parse_defines(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:

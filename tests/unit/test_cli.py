@@ -100,3 +100,20 @@ def test_old_git_is_refused_with_a_clear_message(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(git.GitTooOld, match="git 2.30.1 is too old"):
         git.require_git()
     git.require_git.cache_clear()
+
+
+def test_piped_log_lines_are_never_wrapped(tmp_path: Path, upstream: Upstream, cache) -> None:  # type: ignore[no-untyped-def]
+    # A CI log is not a terminal: a line wrapped at 80 columns splits the paths in it.
+    import os
+    import shutil
+
+    mirror = tmp_path / ("a-mirror-directory-with-a-rather-long-name-" * 3) / "upstream"
+    shutil.copytree(upstream.path, mirror)
+    project = make_project(tmp_path / "project", upstream)
+    env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
+    fetched = subprocess.run([sys.executable, "-m", "hiraishin_build.cli", "upstream", "fetch", "--from", str(mirror)],
+                             cwd=project.root, capture_output=True, text=True, env=env)
+    assert fetched.returncode == 0, fetched.stderr
+    lines = fetched.stderr.splitlines()
+    assert any(line.endswith(f"fetching commits and trees from {mirror.as_uri()}") for line in lines), fetched.stderr
+    assert any(line.endswith(f"into {cache.git_dir}") for line in lines), fetched.stderr

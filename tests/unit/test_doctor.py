@@ -151,3 +151,18 @@ def test_the_main_job_picks_the_cuda_recipe_this_machine_can_build() -> None:
     no_cublas = machine(cublas_dev=(None, None))
     chosen, passed_over = doctor.recipe_for(no_cublas, recipes)
     assert chosen.name == "cpu" and "no cuBLAS development files" in passed_over[0]
+
+
+def test_wheel_refuses_a_recipe_this_machine_cannot_build_before_making_the_sdist(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from hiraishin_build import cli
+
+    made: list[object] = []
+    monkeypatch.setattr(cli, "build_sdist", lambda *args, **kwargs: made.append(args))
+    monkeypatch.setattr(doctor, "detect", lambda: machine())  # CUDA 13 only: cu12 recipes cannot build
+    monkeypatch.setattr(sys, "argv", ["hiraishin", "--project", str(REPO), "wheel", "--recipe", "cu12-sm89"])
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main()
+    assert exit_info.value.code == 11
+    assert "cannot build cu12-sm89" in capsys.readouterr().err
+    assert made == []  # refused before the sdist (minutes of work) was written
