@@ -129,11 +129,10 @@ def upstream_tags(obj: Context, since: str | None) -> None:
         click.echo(f"no tag in the cache is newer than {name} ({commit[:12]}); `hiraishin upstream fetch` brings new ones")
         return
     click.echo(f"{len(found)} tag(s) newer than {name} ({commit[:12]}), oldest first:")
-    width = max(len(p.tag.name) for p in found)
-    for placed in found:
-        build = f"b{placed.tag.build}" if placed.tag.build is not None else "-"
-        kind = "descendant" if placed.relation is tags.Relation.NEWER else "diverged, later"
-        click.echo(f"  {placed.tag.name:<{width}}  {build:>6}  {placed.tag.date}  {placed.tag.commit[:12]}  {kind}")
+    rows = [(placed.tag.name, f"b{placed.tag.build}" if placed.tag.build is not None else "-", str(placed.tag.date),
+             placed.tag.commit[:12], "descendant" if placed.relation is tags.Relation.NEWER else "diverged, later")
+            for placed in found]
+    click.echo("\n".join(f"  {line}" for line in log.table_lines(rows)))
 
 
 # -- patches ----------------------------------------------------------------
@@ -209,6 +208,7 @@ def patches_check(obj: Context) -> None:
 def recipes_command(obj: Context) -> None:
     """List the wheel recipes."""
     project = obj.project()
+    rows: list[tuple[str, str]] = []
     for recipe in load_recipes(project.recipes_dir):
         needs = "a C/C++ compiler, cmake, ninja"
         if recipe.backend == "cuda":
@@ -216,8 +216,9 @@ def recipes_command(obj: Context) -> None:
             needs += f", CUDA {recipe.cuda_major} nvcc" + (f" ({major}.{minor} or newer)" if minor else "")
             needs += f"; runs with the [{recipe.extra}] extra"
         arch = f" [{', '.join(recipe.architectures)}]" if recipe.architectures else ""
-        click.echo(f"{recipe.name:<12} {recipe.description}{arch}\n{'':<12} needs: {needs}\n"
-                   f"{'':<12} size budget: {recipe.size_budget_mb:g} MB; version label +{recipe.variant}")
+        rows += [(recipe.name, f"{recipe.description}{arch}"), ("", f"needs: {needs}"),
+                 ("", f"size budget: {recipe.size_budget_mb:g} MB; version label +{recipe.variant}")]
+    click.echo("\n".join(log.table_lines(rows)))
 
 
 @cli.command("sdist")
@@ -388,10 +389,7 @@ def matrix_command(obj: Context, output_format: str, only: tuple[str, ...]) -> N
     elif output_format == "json":
         click.echo(matrix.readable_json(jobs, project), nl=False)
     else:
-        rows = [matrix.TABLE_HEADER, *matrix.table_rows(jobs)]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(matrix.TABLE_HEADER))]
-        for row in rows:
-            click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+        click.echo("\n".join(log.table_lines(matrix.table_rows(jobs), header=matrix.TABLE_HEADER)))
         click.echo(f"{len(jobs)} job(s) from {project.recipes_dir} and {matrix.config_path(project)}", err=True)
 
 

@@ -9,14 +9,17 @@ broken at 80 columns splits the paths and URLs in it.
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.table import Table
+from rich.text import Text
 
 console = Console(stderr=True, highlight=False)
 
@@ -64,3 +67,16 @@ def step(title: str) -> Iterator[None]:
         if _on_github_actions():
             print("::endgroup::", flush=True)
         get_logger().debug("%s took %.1f s", title, time.monotonic() - started)
+
+
+def table_lines(rows: Sequence[Sequence[str]], header: Sequence[str] | None = None) -> list[str]:
+    """``rows`` aligned in columns (rich.table), as plain lines: no colour, no borders, two spaces
+    between columns, never wrapped or cut (the lines are copied into logs and terminals alike)."""
+    table = Table(box=None, show_header=header is not None, pad_edge=False, padding=(0, 2, 0, 0), header_style="")
+    for name in header or [""] * max((len(row) for row in rows), default=0):
+        table.add_column(name, no_wrap=True)
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))
+    out = Console(file=io.StringIO(), width=1 << 20, color_system=None, highlight=False)
+    out.print(table)
+    return [line.rstrip() for line in out.file.getvalue().splitlines()]  # type: ignore[attr-defined]
