@@ -22,8 +22,8 @@ from pathlib import Path
 
 import platformdirs
 
-from . import git, lock, proc
-from .errors import CacheLocked, CommandError, PinMismatchError, SourceUnreachable, UpstreamError
+from . import git, lock, timeouts
+from .errors import CacheLocked, CommandError, CommandTimedOut, PinMismatchError, SourceUnreachable, UpstreamError
 from .log import get_logger
 from .pin import UpstreamPin
 from .sources import (
@@ -49,8 +49,6 @@ CACHE_ENV = "HIRAISHIN_CACHE_DIR"
 # reported unreachable (a host that drops packets would otherwise hang a
 # fetch for minutes). The fetch itself has no overall limit, only git's
 # low-speed limit: a first fetch over a slow link may take long.
-CONNECT_TIMEOUT_ENV = "HIRAISHIN_CONNECT_TIMEOUT"
-DEFAULT_CONNECT_TIMEOUT = 60.0
 # A local mirror serves a partial clone only if its upload-pack allows filters
 # and requests for single objects (what the blob prefetch sends). Servers such
 # as GitHub allow both already; there this setting is not used.
@@ -66,17 +64,6 @@ def default_cache_root() -> Path:
     if override:
         return Path(override).expanduser().resolve()
     return platformdirs.user_cache_path("hiraishin")
-
-
-def connect_timeout() -> float:
-    value = os.environ.get(CONNECT_TIMEOUT_ENV, "")
-    try:
-        return float(value) if value else DEFAULT_CONNECT_TIMEOUT
-    except ValueError:
-        raise UpstreamError(
-            f"{CONNECT_TIMEOUT_ENV}={value!r} is not a number of seconds",
-            hint=f"set it to e.g. 120, or unset it for the default ({DEFAULT_CONNECT_TIMEOUT:g} s)",
-        ) from None
 
 
 def normalize_source(source: str) -> str:
@@ -231,16 +218,20 @@ class UpstreamCache:
         return self.fetch(source.location, pin, name=name, url=source.url or None)
 
     def _probe(self, fetch_url: str, shown: str) -> None:
-        timeout = connect_timeout()
         try:
-            git.ls_remote(fetch_url, upload_pack=UPLOAD_PACK, timeout=timeout, what=f"reaching {shown}")
-        except CommandError as exc:
-            why = (f"no answer within {timeout:g} s" if exc.returncode == proc.TIMEOUT_STATUS
-                   else _first_fatal(exc.output_tail) or exc.message)
+            git.ls_remote(fetch_url, upload_pack=UPLOAD_PACK, what=f"reaching {shown}")
+        except CommandTimedOut:
             raise SourceUnreachable(
-                f"cannot read the upstream source {shown}: {why}",
-                hint="check the URL or path (a local mirror must be a git repository) and the network; "
-                f"a slow server may need a longer {CONNECT_TIMEOUT_ENV}. Nothing in the cache changed",
+                f"cannot read the upstream source {shown}: no answer within "
+                f"{timeouts.describe(timeouts.CONNECT.seconds() or 0)}",
+                hint="check the URL or path and the network; a slow server may need a longer "
+                f"{timeouts.CONNECT.variable}. Nothing in the cache changed",
+            ) from None
+        except CommandError as exc:
+            raise SourceUnreachable(
+                f"cannot read the upstream source {shown}: {_first_fatal(exc.output_tail) or exc.message}",
+                hint="check the URL or path (a local mirror must be a git repository) and the network. "
+                "Nothing in the cache changed",
             ) from None
 
     def _drop_incoming(self) -> None:

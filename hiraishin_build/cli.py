@@ -192,16 +192,11 @@ def upstream_tags(obj: Context, since: str | None, source_name: str | None) -> N
         click.echo(f"no tag in the cache is newer than {name} ({commit[:12]}); `hiraishin upstream fetch` brings new ones")
         return
     click.echo(f"{len(found)} tag(s) newer than {name} ({commit[:12]}), oldest first:")
-    width = max(len(p.tag.label) for p in found)
-    kinds = {placed.tag.label: "descendant" if placed.relation is tags.Relation.NEWER else "diverged, later"
-             for placed in found}
-    kind_width = max(len(kind) for kind in kinds.values())
-    for placed in found:
-        tag = placed.tag
-        build = f"b{tag.build}" if tag.build is not None else "-"
-        disputed = "  (sources disagree on this tag)" if tag.disputed else ""
-        click.echo(f"  {tag.label:<{width}}  {build:>6}  {tag.date}  {tag.commit[:12]}  "
-                   f"{kinds[tag.label]:<{kind_width}}  {', '.join(tag.sources)}{disputed}")
+    rows = [(placed.tag.label, f"b{placed.tag.build}" if placed.tag.build is not None else "-", str(placed.tag.date),
+             placed.tag.commit[:12], "descendant" if placed.relation is tags.Relation.NEWER else "diverged, later",
+             ", ".join(placed.tag.sources) + ("  (sources disagree on this tag)" if placed.tag.disputed else ""))
+            for placed in found]
+    click.echo("\n".join(f"  {line}" for line in log.table_lines(rows)))
 
 
 # -- patches ----------------------------------------------------------------
@@ -277,6 +272,7 @@ def patches_check(obj: Context) -> None:
 def recipes_command(obj: Context) -> None:
     """List the wheel recipes."""
     project = obj.project()
+    rows: list[tuple[str, str]] = []
     for recipe in load_recipes(project.recipes_dir):
         needs = "a C/C++ compiler, cmake, ninja"
         if recipe.backend == "cuda":
@@ -284,8 +280,9 @@ def recipes_command(obj: Context) -> None:
             needs += f", CUDA {recipe.cuda_major} nvcc" + (f" ({major}.{minor} or newer)" if minor else "")
             needs += f"; runs with the [{recipe.extra}] extra"
         arch = f" [{', '.join(recipe.architectures)}]" if recipe.architectures else ""
-        click.echo(f"{recipe.name:<12} {recipe.description}{arch}\n{'':<12} needs: {needs}\n"
-                   f"{'':<12} size budget: {recipe.size_budget_mb:g} MB; version label +{recipe.variant}")
+        rows += [(recipe.name, f"{recipe.description}{arch}"), ("", f"needs: {needs}"),
+                 ("", f"size budget: {recipe.size_budget_mb:g} MB; version label +{recipe.variant}")]
+    click.echo("\n".join(log.table_lines(rows)))
 
 
 @cli.command("sdist")
@@ -320,7 +317,12 @@ def _without_dir_name(omit: tuple[str, ...], series: tuple[str, ...]) -> str:
 
 def _wheel(project: Project, cache: UpstreamCache, recipe_name: str, sdist: Path | None,
            isolated: bool, jobs: int | None, extra_defines: Mapping[str, str] | None = None) -> WheelResult:
+    from . import doctor
+
     recipe = find_recipe(project.recipes_dir, recipe_name)
+    # Refused before the sdist is made: it takes minutes, and this machine may lack nvcc or cuBLAS (exit 11).
+    toolchain = doctor.detect()
+    doctor.require_buildable(recipe, toolchain)
     if sdist is None:
         with log.step("making the sdist"):
             sdist = build_sdist(project, cache, project.dist_dir).path
@@ -328,7 +330,7 @@ def _wheel(project: Project, cache: UpstreamCache, recipe_name: str, sdist: Path
     out_dir = sdist.resolve().parent / "wheels" / recipe.name
     with log.step(f"building the {recipe.name} wheel"):
         return build_wheel(sdist.resolve(), recipe, out_dir, build_dir=project.root / "build" / recipe.name,
-                           isolated=isolated, jobs=jobs, extra_defines=extra_defines)
+                           isolated=isolated, jobs=jobs, extra_defines=extra_defines, toolchain=toolchain)
 
 
 def _parse_defines(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
@@ -412,17 +414,18 @@ def doctor_command(obj: Context, recipe_name: str | None) -> None:
 @click.argument("wheel_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--out", "site", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="The site: SITE/<variant>/simple/ per variant (wheels already there are kept).")
-def index_command(wheel_dir: Path, site: Path) -> None:
+@click.option("--deps-index", metavar="URL", default=PYPI, show_default=True, envvar="HIRAISHIN_DEPS_INDEX",
+              help="Where the wheels' dependencies come from, in the install commands printed.")
+def index_command(wheel_dir: Path, site: Path, deps_index: str) -> None:
     """PEP 503 indexes per variant from the labelled wheels under WHEEL_DIR."""
-    from .index import build_index
+    from .index import build_index, install_command
 
-    result = build_index(wheel_dir.resolve(), site.resolve())
+    result = build_index(wheel_dir.resolve(), site.resolve(), deps_index=deps_index)
     for reason in result.skipped:
         click.echo(f"skipped: {reason}", err=True)
     for variant, wheels in result.variants.items():
-        click.echo(f"{variant:<12} {len(wheels)} wheel(s): pip install hiraishin-llama"
-                   + ("" if variant.startswith("cpu") else f"[{variant.split('-')[0]}]")
-                   + f" --index-url {(result.site / variant / 'simple').as_uri()}")
+        url = (result.site / variant / "simple").as_uri()
+        click.echo(f"{variant:<12} {len(wheels)} wheel(s): {install_command(wheels, url, deps_index)}")
     if result.variants_json:
         click.echo(f"variant metadata (draft PEP 825): {result.variants_json}")
     if not result.variants:
@@ -450,10 +453,7 @@ def matrix_command(obj: Context, output_format: str, only: tuple[str, ...]) -> N
     elif output_format == "json":
         click.echo(matrix.readable_json(jobs, project), nl=False)
     else:
-        rows = [matrix.TABLE_HEADER, *matrix.table_rows(jobs)]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(matrix.TABLE_HEADER))]
-        for row in rows:
-            click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+        click.echo("\n".join(log.table_lines(matrix.table_rows(jobs), header=matrix.TABLE_HEADER)))
         click.echo(f"{len(jobs)} job(s) from {project.recipes_dir} and {matrix.config_path(project)}", err=True)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import proc
 from .errors import ToolchainMissing
+from .log import table_lines
 from .recipe import Recipe
 
 
@@ -300,30 +301,26 @@ def require_buildable(recipe: Recipe, env: Environment) -> Verdict:
 
 # -- the report -----------------------------------------------------------------
 
-def _tool_line(tool: Tool) -> str:
+def _tool_row(tool: Tool) -> tuple[str, str]:
     if not tool.found:
-        return f"{tool.name + ':':<14} not found"
-    return f"{tool.name + ':':<14} {tool.version or '(version unknown)'}  {tool.path}"
+        return f"{tool.name}:", "not found"
+    return f"{tool.name}:", f"{tool.version or '(version unknown)'}  {tool.path}"
 
 
 def report_lines(env: Environment, verdicts: list[Verdict]) -> list[str]:
-    lines = [_tool_line(t) for t in (env.python, env.git, env.cmake, env.ninja, env.c_compiler, env.cxx_compiler)]
-    nvcc_line = _tool_line(env.nvcc)
-    if env.nvcc.found and not env.nvcc.on_path:
-        nvcc_line += "  (not on PATH)"
-    lines.append(nvcc_line)
+    rows = [_tool_row(t) for t in (env.python, env.git, env.cmake, env.ninja, env.c_compiler, env.cxx_compiler)]
+    name, nvcc = _tool_row(env.nvcc)
+    rows.append((name, nvcc + ("  (not on PATH)" if env.nvcc.found and not env.nvcc.on_path else "")))
     if env.cublas_dev is not None:
         header, library = env.cublas_dev
-        lines.append(f"{'cuBLAS dev:':<14} " + ", ".join(path or f"{name} not found" for name, path in
-                                                        (("cublas_v2.h", header), ("libcublas.so", library))))
-    for lib in env.libraries:
-        where = ", ".join(lib.paths) if lib.paths else "not found"
-        lines.append(f"{lib.name + ':':<14} {where}")
-    lines.append(f"{'GPU:':<14} " + ("; ".join(env.gpus) if env.gpus else "none (no nvidia-smi, or it found no GPU)"))
-    lines.append("")
+        rows.append(("cuBLAS dev:", ", ".join(path or f"{name} not found" for name, path in
+                                             (("cublas_v2.h", header), ("libcublas.so", library)))))
+    rows += [(f"{lib.name}:", ", ".join(lib.paths) if lib.paths else "not found") for lib in env.libraries]
+    rows.append(("GPU:", "; ".join(env.gpus) if env.gpus else "none (no nvidia-smi, or it found no GPU)"))
+    verdict_rows: list[tuple[str, str]] = []
     for verdict in verdicts:
-        lines.append(f"{verdict.recipe:<12} {'can build' if verdict.can_build else 'cannot build'}")
-        lines += [f"{'':<12}   why: {reason}" for reason in verdict.reasons]
-        lines += [f"{'':<12}   how: {step}" for step in verdict.how]
-        lines += [f"{'':<12}   note: {note}" for note in verdict.notes]
-    return lines
+        verdict_rows.append((verdict.recipe, "can build" if verdict.can_build else "cannot build"))
+        verdict_rows += [("", f"  why: {reason}") for reason in verdict.reasons]
+        verdict_rows += [("", f"  how: {step}") for step in verdict.how]
+        verdict_rows += [("", f"  note: {note}") for note in verdict.notes]
+    return [*table_lines(rows), "", *table_lines(verdict_rows)]

@@ -56,6 +56,12 @@ class CommandError(HiraishinError):
         return text
 
 
+class CommandTimedOut(CommandError):
+    """An external command ran past its time limit and was stopped (see timeouts.py)."""
+
+    exit_code = 14
+
+
 class UpstreamError(HiraishinError):
     """The upstream cache is missing, incomplete, or disagrees with the pin."""
 

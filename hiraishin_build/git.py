@@ -18,7 +18,7 @@ from pathlib import Path
 import pygit2
 from packaging.version import Version
 
-from . import proc
+from . import proc, timeouts
 from .errors import GitTooOld
 
 
@@ -65,11 +65,11 @@ def git(
     check: bool = True,
     what: str | None = None,
     hint: str | None = None,
-    timeout: float | None = None,
+    limit: timeouts.Limit = timeouts.COMMAND,
 ) -> proc.Completed:
     require_git()
     prefix = ["git"] if repo is None else ["git", "-C", str(repo)]
-    return proc.run([*prefix, *args], env=env, input=input, check=check, what=what, hint=hint, timeout=timeout)
+    return proc.run([*prefix, *args], env=env, input=input, check=check, what=what, hint=hint, limit=limit)
 
 
 # For commands that reach another repository. Without a terminal prompt, a
@@ -118,7 +118,7 @@ def config_remove_section(repo: Path, section: str) -> None:
     git(repo, "config", "--remove-section", section, check=False)
 
 
-def ls_remote(url: str, *, upload_pack: str, timeout: float, what: str, hint: str | None = None) -> list[tuple[str, str]]:
+def ls_remote(url: str, *, upload_pack: str, what: str, hint: str | None = None) -> list[tuple[str, str]]:
     """(object id, ref name) of what ``url`` advertises for HEAD; a cheap "is it there?".
 
     ``upload_pack`` is the program a local repository is served by; other
@@ -127,14 +127,14 @@ def ls_remote(url: str, *, upload_pack: str, timeout: float, what: str, hint: st
     service = [f"--upload-pack={upload_pack}"] if url.startswith("file://") else []
     out = git(
         None, *NETWORK_CONFIG, "ls-remote", *service, url, "HEAD",
-        env=NETWORK_ENV, timeout=timeout, what=what, hint=hint,
+        env=NETWORK_ENV, limit=timeouts.CONNECT, what=what, hint=hint,
     ).stdout
     return [(line.split("\t")[0], line.split("\t")[1]) for line in out.splitlines() if "\t" in line]
 
 
 def fetch_as_promisor(
     repo: Path, url: str, refspecs: Sequence[str], *, remote: str, upload_pack: str, what: str,
-    hint: str | None = None, timeout: float | None = None,
+    hint: str | None = None,
 ) -> None:
     """A blobless fetch of ``refspecs`` from ``url`` through a remote that
     exists only for this command (``-c``): the configuration file is not
@@ -151,7 +151,7 @@ def fetch_as_promisor(
         repo, *NETWORK_CONFIG, *config,
         "fetch", "--quiet", "--no-write-fetch-head", "--no-tags", "--no-auto-gc", "--recurse-submodules=no",
         "--filter=blob:none", remote, *refspecs,
-        env=NETWORK_ENV, what=what, hint=hint, timeout=timeout,
+        env=NETWORK_ENV, what=what, hint=hint, limit=timeouts.NETWORK,
     )
 
 
@@ -183,6 +183,7 @@ def fetch_objects(repo: Path, remote: str, object_ids: Iterable[str], *, what: s
         env=NETWORK_ENV,
         what=what,
         hint=hint,
+        limit=timeouts.NETWORK,
     )
 
 

@@ -10,6 +10,16 @@ Besides the indexes, the draft wheel-variant metadata (PEP 817/825,
 ``{name}-{version}-variants.json``) is written at the site's root: the
 ``nvidia`` namespace properties of every variant, for installers that learn
 to select by GPU.
+
+Every wheel (given, and already published) is read and checked before
+anything is written; the new site is then written beside the old one and
+swapped in whole, so a failure leaves the published site as it was.
+
+The pages are written here rather than by a generator package: compared
+with simple503 (moves the wheels by default, absolute links, no PEP 714
+attribute, ten dependencies) and dumb-pypi (a JSON package list in, one index
+for every package, browsing pages and JSON APIs besides), the two templates
+below are smaller, and test_index.py checks them with a real ``pip install``.
 """
 
 from __future__ import annotations
@@ -17,22 +27,27 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import os
 import re
+import shlex
 import shutil
 import urllib.parse
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from email.parser import BytesHeaderParser
 from pathlib import Path
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
+import pkginfo
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import Version
 
 from .errors import IndexBuildError
-from .fsutil import atomic_write_bytes
+from .fsutil import atomic_write_bytes, staged_directory
 from .log import get_logger
 
 PROJECT = "hiraishin-llama"
+# Where a wheel's dependencies (numpy, gguf, the NVIDIA runtime wheels) come from.
+PYPI = "https://pypi.org/simple"
 
 
 @dataclass(frozen=True)
@@ -44,7 +59,25 @@ class IndexedWheel:
     sha256: str
     requires_python: str | None
     metadata: bytes
+    """The wheel's METADATA as it is in the wheel (served beside it, PEP 658)."""
+
     build_info: dict = field(default_factory=dict)
+    extras: tuple[str, ...] = ()
+
+    @property
+    def version(self) -> Version:
+        return parse_wheel_filename(self.filename)[1]
+
+    def requirement(self) -> str:
+        """What a user asks pip for: ``hiraishin-llama[cu13]==9079.4+cu13.sm90``.
+
+        The extra is the first part of the variant label (``cu13`` of ``cu13.sm90``)
+        when the wheel provides it: it pulls in the NVIDIA runtime wheels. The local
+        label pins this index's wheel: PyPI cannot hold a version with one.
+        """
+        wanted = self.version.local.split(".")[0] if self.version.local else None
+        extra = f"[{wanted}]" if wanted in self.extras else ""
+        return f"{PROJECT}{extra}=={self.version}"
 
 
 @dataclass(frozen=True)
@@ -67,18 +100,30 @@ def variant_of(filename: str) -> str | None:
 
 
 def read_wheel(path: Path, variant: str) -> IndexedWheel:
-    data = path.read_bytes()
-    with zipfile.ZipFile(path) as archive:
-        metadata_name = next((n for n in archive.namelist()
-                              if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
-        if metadata_name is None:
-            raise IndexBuildError(f"{path}: no .dist-info/METADATA; not a wheel")
-        metadata = archive.read(metadata_name)
-        info_names = [n for n in archive.namelist() if n.endswith("/build_info.json") and n.count("/") == 1]
-        build_info = json.loads(archive.read(info_names[0])) if info_names else {}
-    headers = BytesHeaderParser().parsebytes(metadata)
-    return IndexedWheel(variant, path.name, hashlib.sha256(data).hexdigest(), headers.get("Requires-Python"),
-                        metadata, build_info)
+    """Read and check a wheel: its name, its METADATA (pkginfo), and that both name the same release."""
+    try:
+        name, version, _, _ = parse_wheel_filename(path.name)
+        metadata = pkginfo.Wheel(str(path))
+        raw = metadata.read()
+        with zipfile.ZipFile(path) as archive:
+            info_names = [n for n in archive.namelist() if n.endswith("/build_info.json") and n.count("/") == 1]
+            build_info = json.loads(archive.read(info_names[0])) if info_names else {}
+    except (InvalidWheelFilename, zipfile.BadZipFile, ValueError, OSError, KeyError) as error:
+        raise IndexBuildError(f"{path}: not a wheel ({error})",
+                              hint="rebuild it, or remove it from the directory; nothing was written") from None
+    if canonicalize_name(metadata.name or "") != name or Version(metadata.version or "0") != version:
+        raise IndexBuildError(f"{path}: its METADATA says {metadata.name} {metadata.version}, its name says "
+                              f"{name} {version}", hint="rebuild it; nothing was written")
+    return IndexedWheel(variant, path.name, hashlib.sha256(path.read_bytes()).hexdigest(), metadata.requires_python,
+                        raw, build_info, tuple(metadata.provides_extras or ()))
+
+
+def install_command(wheels: Iterable[IndexedWheel], index_url: str, deps_index: str = PYPI) -> str:
+    """The pip command that installs the newest of ``wheels`` from its index, on a pip with no
+    configuration of its own: the variant's index for the package, ``deps_index`` for its dependencies."""
+    newest = max(wheels, key=lambda wheel: wheel.version)
+    return shlex.join(["pip", "install", newest.requirement(), "--index-url", index_url,
+                       "--extra-index-url", deps_index])
 
 
 def _page(title: str, links: Iterable[str]) -> bytes:
@@ -144,16 +189,31 @@ def write_variants_json(site: Path, variants: dict[str, tuple[IndexedWheel, ...]
     return path
 
 
-def build_index(wheel_dir: Path, site: Path) -> IndexResult:
+def _link_or_copy(source: str, target: str) -> None:
+    """Files of the old site go into the new one as hard links where they can (wheels are large)."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def build_index(wheel_dir: Path, site: Path, *, deps_index: str = PYPI) -> IndexResult:
     """Add the wheels under ``wheel_dir`` to the per-variant indexes under ``site``.
 
     Wheels already in an index stay (the site can hold several releases); a
     wheel whose name is already there with other bytes is refused, since pip
-    caches by name and users would get either.
+    caches by name and users would get either. Every wheel is checked before
+    anything is written, and the new site replaces the old one in one step.
     """
     if not wheel_dir.is_dir():
         raise IndexBuildError(f"{wheel_dir} is not a directory")
-    added: list[IndexedWheel] = []
+    project = canonicalize_name(PROJECT)
+    # 1. Read and check everything.
+    published: dict[str, dict[str, IndexedWheel]] = {}
+    for variant_dir in sorted(p for p in site.iterdir() if (p / "simple").is_dir()) if site.is_dir() else []:
+        published[variant_dir.name] = {
+            p.name: read_wheel(p, variant_dir.name) for p in sorted((variant_dir / "simple" / project).glob("*.whl"))}
+    added: list[tuple[Path, IndexedWheel]] = []
     skipped: list[str] = []
     seen: dict[str, str] = {}
     for path in find_wheels(wheel_dir):
@@ -167,32 +227,39 @@ def build_index(wheel_dir: Path, site: Path) -> IndexResult:
         if path.name in seen:
             continue
         seen[path.name] = wheel.sha256
-        project_dir = site / variant / "simple" / canonicalize_name(PROJECT)
-        target = project_dir / path.name
-        if target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() != wheel.sha256:
-            raise IndexBuildError(f"{target} already exists with other contents",
-                              hint="a published wheel is never replaced; raise the stack revision instead")
-        project_dir.mkdir(parents=True, exist_ok=True)
-        if not target.is_file():
-            shutil.copy2(path, target)
-        added.append(wheel)
-    variants: dict[str, tuple[IndexedWheel, ...]] = {}
-    for variant_dir in sorted(p for p in site.iterdir() if (p / "simple").is_dir()) if site.is_dir() else []:
-        project_dir = variant_dir / "simple" / canonicalize_name(PROJECT)
-        listed = tuple(read_wheel(p, variant_dir.name) for p in sorted(project_dir.glob("*.whl")))
-        for wheel in listed:
-            atomic_write_bytes(project_dir / f"{wheel.filename}.metadata", wheel.metadata)
-        atomic_write_bytes(project_dir / "index.html",
-                           _page(f"Links for {PROJECT}", [_file_link(w) for w in listed]))
-        atomic_write_bytes(variant_dir / "simple" / "index.html",
-                           _page("Simple index", [f'<a href="{canonicalize_name(PROJECT)}/">{PROJECT}</a>']))
-        variants[variant_dir.name] = listed
-    if variants:
-        atomic_write_bytes(site / "index.html", _page(
+        there = published.get(variant, {}).get(path.name)
+        if there is not None and there.sha256 != wheel.sha256:
+            raise IndexBuildError(f"{site / variant / 'simple' / project / path.name} already exists with other contents",
+                                  hint="a published wheel is never replaced; raise the stack revision instead")
+        published.setdefault(variant, {})[path.name] = wheel
+        added.append((path, wheel))
+    variants = {variant: tuple(wheels[name] for name in sorted(wheels)) for variant, wheels in sorted(published.items())}
+    if not variants:
+        return IndexResult(site, {}, (), tuple(skipped))
+    # 2. Write the new site beside the old one, then swap it in.
+    with staged_directory(site) as staging:
+        if site.is_dir():
+            shutil.copytree(site, staging, symlinks=True, copy_function=_link_or_copy, dirs_exist_ok=True)
+        for path, wheel in added:
+            target = staging / wheel.variant / "simple" / project / path.name
+            if not target.is_file():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, target)
+        for variant, listed in variants.items():
+            project_dir = staging / variant / "simple" / project
+            for wheel in listed:
+                atomic_write_bytes(project_dir / f"{wheel.filename}.metadata", wheel.metadata)
+            atomic_write_bytes(project_dir / "index.html",
+                               _page(f"Links for {PROJECT}", [_file_link(w) for w in listed]))
+            atomic_write_bytes(staging / variant / "simple" / "index.html",
+                               _page("Simple index", [f'<a href="{project}/">{PROJECT}</a>']))
+        atomic_write_bytes(staging / "index.html", _page(
             f"{PROJECT} indexes",
-            [f'<a href="{name}/simple/">{name}</a>: pip install {PROJECT} --index-url &lt;this site&gt;/{name}/simple'
-             for name in variants]))
-    variants_json = write_variants_json(site, variants) if variants else None
-    for wheel in added:
+            [f'<a href="{name}/simple/">{name}</a>: '
+             + html.escape(install_command(listed, f"<this site>/{name}/simple", deps_index))
+             for name, listed in variants.items()]))
+        written = write_variants_json(staging, variants)
+        variants_json = site / written.name if written else None
+    for _, wheel in added:
         get_logger().info("indexed %s under %s/simple", wheel.filename, wheel.variant)
-    return IndexResult(site, variants, tuple(added), tuple(skipped), variants_json)
+    return IndexResult(site, variants, tuple(wheel for _, wheel in added), tuple(skipped), variants_json)

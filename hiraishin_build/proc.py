@@ -2,7 +2,10 @@
 
 Every call is logged (at debug level, with the environment variables it sets),
 the program is looked up first so a missing tool gets a clear message, and a
-failure raises :class:`CommandError` carrying the tail of the output.
+failure raises :class:`CommandError` carrying the tail of the output. Every
+call runs under a time limit (timeouts.py): past it, the command and every
+process it started are stopped and :class:`CommandTimedOut` says which limit
+fired and how to change it.
 """
 
 from __future__ import annotations
@@ -12,11 +15,15 @@ import shlex
 import shutil
 import signal
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import CommandError
+from rich.markup import escape
+
+from . import timeouts
+from .errors import CommandError, CommandTimedOut
 from .log import get_logger
 
 OUTPUT_TAIL_LINES = 25
@@ -38,6 +45,28 @@ def tail(text: str, lines: int = OUTPUT_TAIL_LINES) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
+def _stop(process: subprocess.Popen[str]) -> None:
+    """Kill the command and everything it started (it leads its own process group)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _timed_out(argv: list[str], what: str, limit: timeouts.Limit, seconds: float, output: str,
+               log_path: Path | None = None) -> CommandTimedOut:
+    log = f" (full log: {log_path})" if log_path else ""
+    return CommandTimedOut(
+        f"{what} did not finish within {timeouts.describe(seconds)} and was stopped{log}",
+        command=argv,
+        returncode=-signal.SIGKILL,
+        output_tail=tail(output),
+        hint=f"{limit.bounds} is stopped after {limit.variable} seconds (default "
+             f"{timeouts.describe(limit.default_s)}) so that a stall cannot wait forever; if it is only slow, "
+             f"raise it: {limit.variable}=SECONDS (0: no limit)",
+    )
+
+
 def run(
     args: Sequence[str | os.PathLike[str]],
     *,
@@ -47,16 +76,14 @@ def run(
     check: bool = True,
     what: str | None = None,
     hint: str | None = None,
-    timeout: float | None = None,
+    limit: timeouts.Limit = timeouts.COMMAND,
 ) -> Completed:
     """Run a program and capture its output.
 
     ``env`` holds only the variables to add or override; they are logged so a
     failing command can be re-run by hand. ``what`` names the operation in the
     error message ("applying patch X") rather than the bare command line.
-    ``timeout`` (seconds) ends the program and everything it started (git
-    runs upload-pack, ssh or a remote helper as children) and raises
-    :class:`CommandError` with exit status 124, whatever ``check`` says.
+    ``limit`` is the kind of step, which sets how long it may run.
     """
     argv = [os.fspath(a) for a in args]
     program = shutil.which(argv[0])
@@ -72,56 +99,22 @@ def run(
     location = f" (in {cwd})" if cwd else ""
     get_logger().debug("$ %s%s%s", env_prefix + " " if env_prefix else "", shlex.join(argv), location)
     full_env = None if env is None else {**os.environ, **env}
-    if timeout is not None:
-        return _run_with_timeout(argv, cwd=cwd, env=full_env, input=input, check=check, what=what, hint=hint,
-                                 timeout=timeout)
-    proc = subprocess.run(
-        argv,
-        cwd=cwd,
-        env=full_env,
-        input=input,
-        capture_output=True,
-        text=True,
-        errors="replace",
-    )
-    result = Completed(argv, proc.returncode, proc.stdout, proc.stderr)
-    if check and proc.returncode != 0:
-        raise CommandError(
-            f"{what or argv[0]} failed",
-            command=argv,
-            returncode=proc.returncode,
-            output_tail=tail(result.output),
-            hint=hint,
-        )
-    return result
-
-
-TIMEOUT_STATUS = 124
-
-
-def _run_with_timeout(
-    argv: list[str], *, cwd: Path | None, env: Mapping[str, str] | None, input: str | None, check: bool,
-    what: str | None, hint: str | None, timeout: float,
-) -> Completed:
-    # A session of its own, so that the whole process group can be ended:
-    # killing git alone would leave its upload-pack or ssh child running.
-    process = subprocess.Popen(
-        argv, cwd=cwd, env=env, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True,
-    )
-    try:
-        stdout, stderr = process.communicate(input, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
-        output = (stdout + ("\n" if stdout and stderr else "") + stderr).strip()
-        raise CommandError(
-            f"{what or argv[0]} timed out after {timeout:g} s",
-            command=argv,
-            returncode=TIMEOUT_STATUS,
-            output_tail=tail(output),
-            hint=hint,
-        ) from None
+    seconds = limit.seconds()
+    # Its own process group, so a timeout stops what it started too; no stdin, so nothing waits on input.
+    with subprocess.Popen(argv, cwd=cwd, env=full_env, stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                          start_new_session=True) as process:
+        try:
+            stdout, stderr = process.communicate(input, timeout=seconds)
+        except subprocess.TimeoutExpired:
+            _stop(process)
+            stdout, stderr = process.communicate()
+            assert seconds is not None
+            raise _timed_out(argv, what or argv[0], limit, seconds,
+                             Completed(argv, -signal.SIGKILL, stdout or "", stderr or "").output) from None
+        except BaseException:
+            _stop(process)
+            raise
     result = Completed(argv, process.returncode, stdout, stderr)
     if check and process.returncode != 0:
         raise CommandError(
@@ -142,16 +135,16 @@ def run_logged(
     env: Mapping[str, str] | None = None,
     what: str,
     hint: str | None = None,
+    limit: timeouts.Limit = timeouts.BUILD,
 ) -> None:
     """Run a long program, writing all its output to ``log_path`` and showing
     its progress lines (ninja's ``[n/m]``, pip's and CMake's steps) as it goes.
 
     For builds that take minutes: the person watching sees where it is, and
-    on failure the error carries the tail and names the full log.
+    on failure the error carries the tail and names the full log. ``limit``
+    bounds how long it may run (a build's by default).
     """
     from collections import deque
-
-    from rich.markup import escape
 
     from .log import console
 
@@ -164,17 +157,42 @@ def run_logged(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     last_lines: deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)
     full_env = None if env is None else {**os.environ, **env}
+    seconds = limit.seconds()
+    fired = threading.Event()
     with log_path.open("w", encoding="utf-8") as log, console.status(escape(what)) as status:
-        process = subprocess.Popen(argv, cwd=cwd, env=full_env, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1)
-        assert process.stdout is not None
-        for line in process.stdout:
-            log.write(line)
-            line = line.rstrip()
-            last_lines.append(line)
-            if line.startswith("[") or line.startswith("*** ") or line.startswith("-- Build files"):
-                status.update(escape(f"{what}: {line[:120]}"))
-        returncode = process.wait()
+        process = subprocess.Popen(argv, cwd=cwd, env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
+                                   start_new_session=True)
+
+        def stop_on_time() -> None:
+            fired.set()
+            _stop(process)
+
+        watchdog = threading.Timer(seconds, stop_on_time) if seconds is not None else None
+        try:
+            if watchdog is not None:
+                watchdog.daemon = True
+                watchdog.start()
+            assert process.stdout is not None
+            for line in process.stdout:
+                log.write(line)
+                line = line.rstrip()
+                last_lines.append(line)
+                if line.startswith("[") or line.startswith("*** ") or line.startswith("-- Build files"):
+                    status.update(escape(f"{what}: {line[:120]}"))
+            returncode = process.wait()
+        except BaseException:
+            _stop(process)
+            process.wait()
+            raise
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+            if process.stdout is not None:
+                process.stdout.close()
+    if fired.is_set():
+        assert seconds is not None
+        raise _timed_out(argv, what, limit, seconds, "\n".join(last_lines), log_path)
     if returncode != 0:
         raise CommandError(f"{what} failed (full log: {log_path})", command=argv, returncode=returncode,
                            output_tail="\n".join(last_lines), hint=hint)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import email.policy
 import re
 from dataclasses import dataclass
-from email.header import decode_header, make_header
+from email.parser import BytesHeaderParser
 from pathlib import Path
+
+import pygit2
 
 from .errors import ConfigError, PatchError
 
@@ -15,7 +18,8 @@ PATCH_SUFFIX = ".patch"
 # What every patch message must tell a reader who meets it during a rebase.
 REQUIRED_SECTIONS = ("Why:", "What:", "Verified:", "Upstream:")
 
-_DIFF_GIT = re.compile(r'^diff --git (?:"?a/(?P<a>.+?)"?) (?:"?b/(?P<b>.+?)"?)$')
+# Where git mailinfo ends a message and starts the patch: the "---" line, or the first diff.
+_PATCH_START = re.compile(rb"^(?:---\n|diff --git )", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -30,47 +34,46 @@ class Patch:
         return [s for s in REQUIRED_SECTIONS if not re.search(rf"^{re.escape(s)}", self.body, re.MULTILINE)]
 
 
+def restore_hint(path: Path) -> str:
+    """What to do about a damaged patch file: the committed one is the one to have."""
+    return (f"restore it from git: git checkout -- {path.parent.name}/{path.name} (patch files are written by the "
+            "tool from the work branch; a damaged one cannot be re-exported back)")
+
+
 def parse_patch(path: Path) -> Patch:
-    """Read the subject, message body and touched files of a format-patch file."""
+    """Read the subject, message body and touched files of a format-patch file.
+
+    The mail header is read by the email package (folded and encoded subjects);
+    the diff by libgit2 (pygit2), which also refuses a diff that was cut short.
+    """
+    shown = f"{path.parent.name}/{path.name}"
     try:
-        text = path.read_bytes().decode("utf-8", errors="surrogateescape")
+        data = path.read_bytes()
     except OSError as exc:
         raise PatchError(f"{path}: cannot be read: {exc.strerror}") from None
-    header, sep, rest = text.partition("\n\n")
-    if not sep or not header.startswith("From "):
-        raise PatchError(
-            f"{path}: not a git format-patch file (no mail header)",
-            hint="create patches with `hiraishin patches export`, not by hand",
-        )
-    fields: dict[str, str] = {}
-    current = None
-    for line in header.splitlines()[1:]:
-        if line[:1] in (" ", "\t") and current:
-            # A folded header line (RFC 5322): the line break goes, the blank stays.
-            fields[current] += line
-        elif ":" in line:
-            name, _, value = line.partition(":")
-            current = name.lower()
-            fields[current] = value.strip()
-    subject = str(make_header(decode_header(fields.get("subject", "")))).strip()
+    header, sep, rest = data.partition(b"\n\n")
+    if not sep or not header.startswith(b"From "):
+        raise PatchError(f"{shown}: not a git format-patch file (no mail header)", hint=restore_hint(path))
+    fields = BytesHeaderParser(policy=email.policy.default).parsebytes(header.partition(b"\n")[2] + b"\n\n")
+    subject = str(fields.get("subject", "")).strip()
     if not subject:
-        raise PatchError(f"{path}: the patch has no Subject")
-    body_lines: list[str] = []
-    files: list[str] = []
-    in_diff = False
-    for line in rest.splitlines():
-        match = _DIFF_GIT.match(line)
-        if match:
-            in_diff = True
-            files.append(match.group("b"))
-        elif not in_diff:
-            if line == "---":
-                in_diff = True
-            else:
-                body_lines.append(line)
+        raise PatchError(f"{shown}: the patch has no Subject", hint=restore_hint(path))
+    start = _PATCH_START.search(rest)
+    diff_at = rest.find(b"diff --git ", start.start() if start else 0)
+    if start is None or diff_at < 0:
+        raise PatchError(f"{shown}: the patch contains no diff (cut short?)", hint=restore_hint(path))
+    try:
+        diff = pygit2.Diff.parse_diff(rest[diff_at:])
+    except (pygit2.GitError, KeyError) as error:
+        # libgit2 counts lines from the start of the diff; say where that is in the file.
+        first_line = data[: len(header) + len(sep) + diff_at].count(b"\n") + 1
+        raise PatchError(f"{shown}: the patch file is corrupt or cut short ({error}; its diff starts at line {first_line})",
+                         hint=restore_hint(path)) from None
+    files = tuple(patch.delta.new_file.path for patch in diff)
     if not files:
-        raise PatchError(f"{path}: the patch contains no diff", hint="a patch file must change at least one file")
-    return Patch(path.name, path, subject, "\n".join(body_lines).strip(), tuple(files))
+        raise PatchError(f"{shown}: the patch contains no diff", hint=restore_hint(path))
+    body = rest[: start.start()].decode("utf-8", errors="surrogateescape").strip()
+    return Patch(path.name, path, subject, body, files)
 
 
 @dataclass(frozen=True)

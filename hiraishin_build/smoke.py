@@ -6,16 +6,11 @@ import json
 import shutil
 import sys
 from dataclasses import dataclass
-from email.parser import BytesHeaderParser
 from pathlib import Path
 
-from packaging.utils import parse_wheel_filename
-
-from . import proc
-from .errors import SmokeFailed
-from .index import build_index, read_wheel, variant_of
-
-PYPI = "https://pypi.org/simple"
+from . import proc, timeouts
+from .errors import IndexBuildError, SmokeFailed
+from .index import PYPI, IndexedWheel, build_index, read_wheel, variant_of
 
 
 @dataclass(frozen=True)
@@ -30,16 +25,18 @@ def venv_python(venv: Path) -> Path:
 
 
 def user_requirement(wheel: Path) -> str:
-    """What a user of this wheel asks pip for: ``hiraishin-llama[cu13]==9079.4+cu13.sm90``.
+    """What a user of this wheel asks pip for: ``hiraishin-llama[cu13]==9079.4+cu13.sm90``."""
+    return read_wheel(wheel, variant_of(wheel.name) or "").requirement()
 
-    The extra is the first part of the variant label (``cu13`` of ``cu13.sm90``)
-    when the wheel provides it: it pulls in the NVIDIA runtime wheels.
-    """
-    name, version, _, _ = parse_wheel_filename(wheel.name)
-    metadata = BytesHeaderParser().parsebytes(read_wheel(wheel, variant_of(wheel.name) or "").metadata)
-    wanted = version.local.split(".")[0] if version.local else None
-    extra = f"[{wanted}]" if wanted in (metadata.get_all("Provides-Extra") or []) else ""
-    return f"{name}{extra}=={version}"
+
+def checked_wheel(wheel: Path) -> IndexedWheel:
+    """The wheel's name and metadata, read before any work: a file that is not a wheel stops here."""
+    if not wheel.is_file() or wheel.suffix != ".whl":
+        raise SmokeFailed(f"{wheel} is not a wheel file", hint="build one with `hiraishin wheel --recipe NAME`")
+    try:
+        return read_wheel(wheel, variant_of(wheel.name) or "")
+    except IndexBuildError as error:
+        raise SmokeFailed(error.message, hint="build one with `hiraishin wheel --recipe NAME`") from None
 
 
 def _install_command(venv: Path, wheel: Path, out_dir: Path, *, from_index: bool, find_links: Path | None,
@@ -49,9 +46,7 @@ def _install_command(venv: Path, wheel: Path, out_dir: Path, *, from_index: bool
         return [*pip, *(["--no-index", "--find-links", str(find_links)] if find_links else []), str(wheel)]
     # As a user installs it: from a PEP 503 index holding this wheel alone, with its extra.
     variant = variant_of(wheel.name)
-    if variant is None:
-        raise SmokeFailed(f"{wheel.name} has no variant label (+cpu, +cu13.sm90), so it has no index of its own",
-                          hint="build it with `hiraishin wheel --recipe NAME`")
+    assert variant is not None  # checked by smoke_wheel
     staged, site = out_dir / "staged", out_dir / "site"
     for stale in (staged, site):
         shutil.rmtree(stale, ignore_errors=True)
@@ -79,8 +74,10 @@ def smoke_wheel(
     ``from_index`` installs it as a user would: ``hiraishin-llama[<extra>]==<version>``
     from the wheel's own index, its dependencies from ``find_links`` or ``deps_index``.
     """
-    if not wheel.is_file() or wheel.suffix != ".whl":
-        raise SmokeFailed(f"{wheel} is not a wheel file", hint="build one with `hiraishin wheel --recipe NAME`")
+    checked_wheel(wheel)  # before the venv, which takes seconds to make
+    if from_index and variant_of(wheel.name) is None:
+        raise SmokeFailed(f"{wheel.name} has no variant label (+cpu, +cu13.sm90), so it has no index of its own",
+                          hint="build it with `hiraishin wheel --recipe NAME`")
     out_dir.mkdir(parents=True, exist_ok=True)
     venv = out_dir / "venv"
     proc.run(
@@ -90,11 +87,12 @@ def smoke_wheel(
     install = _install_command(venv, wheel, out_dir, from_index=from_index, find_links=find_links,
                                deps_index=deps_index)
     proc.run_logged(install, log_path=out_dir / "install.log", what=f"installing {wheel.name}",
-                    hint="with no package index, pass --find-links DIR holding the wheel's dependencies")
+                    hint="with no package index, pass --find-links DIR holding the wheel's dependencies",
+                    limit=timeouts.NETWORK)
     print(proc.run([str(venv / "bin" / "hiraishin-llama"), "--version"], what="hiraishin-llama --version").stdout)
     report_path = out_dir / "smoke.json"
     smoke = [str(venv / "bin" / "hiraishin-llama-smoke"), "--json", str(report_path), *smoke_args]
-    completed = proc.run(smoke, check=False, what="the smoke test")
+    completed = proc.run(smoke, check=False, what="the smoke test", limit=timeouts.BUILD)
     (out_dir / "smoke.log").write_text(completed.output + "\n")
     print(completed.stdout)
     if not report_path.is_file():

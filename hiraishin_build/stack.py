@@ -22,7 +22,8 @@ from .fsutil import staged_directory
 from .log import get_logger
 from .pin import UpstreamPin
 from .project import Project
-from .series import SERIES_FILE, Patch, Series, parse_patch, patch_file_name, read_series, render_series
+from .series import (SERIES_FILE, Patch, Series, parse_patch, patch_file_name, read_series, render_series,
+                     restore_hint)
 from .worktree import WorkState, WorkTree
 
 
@@ -48,20 +49,27 @@ def failed_hunks(output: str, patch_text: str) -> list[FailedHunk]:
     return hunks
 
 
+# git am's advice for its own session (--continue, --skip, --abort, --show-current-patch): the
+# tool aborts that session itself, so the advice would send a user to a session that is gone.
+_AM_ADVICE = re.compile(r"^(?:hint: .*|Patch failed at .*|When you have resolved this problem.*|"
+                        r"If you prefer to skip this patch.*|To restore the original branch.*)$")
+
+
 def _describe_failure(patch: Path, output: str) -> PatchError:
     text = patch.read_text(encoding="utf-8", errors="replace")
     corrupt = re.search(r"^(?:error|fatal): (corrupt patch at line \d+|.*patch fragment without header.*)$", output, re.MULTILINE)
     if corrupt:
         return PatchError(
-            f"{patch.name}: the patch file is corrupt ({corrupt.group(1)})",
-            hint=f"restore {patch} from git, or regenerate it with `hiraishin patches export`",
+            f"{patch.parent.name}/{patch.name}: the patch file is corrupt ({corrupt.group(1)})",
+            hint=restore_hint(patch),
         )
     hunks = failed_hunks(output, text)
     where = "".join(
         f"\n    {h.file}" + (f" at line {h.line}" if h.line else "") + (f": {h.header}" if h.header else "")
         for h in hunks
     )
-    tail = "\n".join(f"    {line}" for line in output.strip().splitlines()[-8:])
+    lines = [line for line in output.strip().splitlines() if not _AM_ADVICE.match(line)]
+    tail = "\n".join(f"    {line}" for line in "\n".join(lines).strip().splitlines()[-8:])
     return PatchError(
         f"{patch.name} does not apply" + (f"; failing files and hunks:{where}" if where else f":\n{tail}"),
         hint="the upstream changed under this patch: refresh it (`hiraishin rebase`) or fix the patch file",
@@ -99,13 +107,15 @@ def apply_stack(
     strict: bool = False,
     pin: UpstreamPin | None = None,
     omit: frozenset[str] = frozenset(),
+    scratch: bool = False,
 ) -> ApplyResult:
     """Check out the pin in ``workdir`` and commit every patch on it.
 
     ``strict`` refuses the three-way fallback: each patch must apply to the
     exact lines it was written against (what ``check`` requires). ``omit``
     names patches to leave out, for builds that show what each patch fixes;
-    such a work tree must not be exported.
+    such a work tree must not be exported. ``scratch``: the caller deletes the
+    work tree afterwards, so an error does not point the user at it.
     """
     pin = pin or project.pin()
     cache.verify(pin)
@@ -132,7 +142,8 @@ def apply_stack(
             # next apply does not mistake them for unexported work.
             tree.write_state(WorkState(base=pin.commit, head=tree.head()))
             error = _describe_failure(patch.path, outcome.output)
-            error.message += f"\n  the work tree {workdir} holds the {len(result.applied)} patch(es) before it"
+            if not scratch:
+                error.message += f"\n  the work tree {workdir} holds the {len(result.applied)} patch(es) before it"
             raise error
         result.applied.append(patch.name)
         get_logger().info("applied %s", patch.name)
@@ -242,6 +253,15 @@ def export_stack(project: Project, workdir: Path) -> ExportResult:
     return result
 
 
+# patches/ differs from what the stack gives on the pin: either patches/ was changed (restore it) or the
+# work branch holds what is wanted (write it back).
+REFRESH_OR_RESTORE = (
+    "if patches/ was edited or damaged, restore it: git checkout -- patches/; if the work branch holds what you "
+    "want, write it back: `hiraishin patches apply` (three-way), fix any conflict, `hiraishin patches export`, "
+    "and commit patches/"
+)
+
+
 @dataclass
 class CheckResult:
     patches: list[str]
@@ -264,11 +284,12 @@ def check_stack(project: Project, cache: UpstreamCache) -> CheckResult:
         workdir = Path(scratch) / "llama.cpp"
         started = time.monotonic()
         try:
-            applied = apply_stack(project, cache, workdir, strict=True)
+            applied = apply_stack(project, cache, workdir, strict=True, scratch=True)
         except PatchError as exc:
             raise CheckFailed(
-                f"patches check failed: {exc.message}\n  (check applies without the three-way fallback)",
-                hint="refresh the stack: `hiraishin patches apply`, then `hiraishin patches export`, and commit patches/",
+                f"patches check failed: {exc.message}\n  (check applies each patch as written, without the "
+                "three-way fallback)",
+                hint=REFRESH_OR_RESTORE,
             ) from None
         applied_at = time.monotonic()
         out_dir = Path(scratch) / "patches"
@@ -293,8 +314,5 @@ def check_stack(project: Project, cache: UpstreamCache) -> CheckResult:
         if (project.patches_dir / SERIES_FILE).read_bytes() != (out_dir / SERIES_FILE).read_bytes():
             problems.append(f"{SERIES_FILE} re-exports differently (comments, blank lines or order)")
     if problems:
-        raise CheckFailed(
-            "patches check failed:\n  " + "\n  ".join(problems),
-            hint="re-export with `hiraishin patches apply && hiraishin patches export`, then commit patches/",
-        )
+        raise CheckFailed("patches check failed:\n  " + "\n  ".join(problems), hint=REFRESH_OR_RESTORE)
     return CheckResult(applied.applied, applied_at - started, exported_at - applied_at)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import doctor, proc, repair
+from . import doctor, proc, repair, timeouts
 from .errors import WheelBuildError
 from .log import get_logger
 from .recipe import Recipe
@@ -60,7 +60,9 @@ def build_wheel(
     isolated: bool = True,
     jobs: int | None = None,
     extra_defines: Mapping[str, str] | None = None,
+    toolchain: doctor.Environment | None = None,
 ) -> WheelResult:
+    """``toolchain``: what was detected on this machine, if the caller did already (it is checked either way)."""
     if sdist.is_dir():
         # An unpacked sdist builds in place, so its build directory can be rebuilt incrementally later.
         if not (sdist / "pyproject.toml").is_file():
@@ -69,7 +71,7 @@ def build_wheel(
     elif not sdist.is_file():
         raise WheelBuildError(f"sdist {sdist} does not exist", hint="make one with `hiraishin sdist`")
     # Refused before a long build: no compiler, the wrong nvcc, a toolkit without cuBLAS (exit 11).
-    doctor.require_buildable(recipe, doctor.detect())
+    doctor.require_buildable(recipe, toolchain or doctor.detect())
     final_dir, out_dir = out_dir, out_dir / "unrepaired"
     out_dir.mkdir(parents=True, exist_ok=True)
     before = set(out_dir.glob("*.whl"))
@@ -82,6 +84,7 @@ def build_wheel(
         env=env,
         what=f"building the {recipe.name} wheel",
         hint="read the full log; `hiraishin doctor` checks the toolchain" if recipe.backend == "cuda" else None,
+        limit=timeouts.BUILD,
     )
     built = sorted(set(out_dir.glob("hiraishin_llama-*.whl")) - before) or sorted(out_dir.glob("hiraishin_llama-*.whl"))
     if not built:

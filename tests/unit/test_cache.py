@@ -359,8 +359,8 @@ def test_only_a_local_repository_is_told_its_upload_pack(monkeypatch: pytest.Mon
     # Told one, an https remote answers with a warning before its real error.
     seen: list[tuple[str, ...]] = []
     monkeypatch.setattr(git, "git", lambda repo, *args, **kwargs: seen.append(args) or proc.Completed([], 0, "", ""))
-    git.ls_remote("https://github.com/o/r.git", upload_pack=UPLOAD_PACK, timeout=5, what="x")
-    git.ls_remote("file:///srv/r.git", upload_pack=UPLOAD_PACK, timeout=5, what="x")
+    git.ls_remote("https://github.com/o/r.git", upload_pack=UPLOAD_PACK, what="x")
+    git.ls_remote("file:///srv/r.git", upload_pack=UPLOAD_PACK, what="x")
     assert [arg for arg in seen[0] if arg.startswith("--upload-pack")] == []
     assert f"--upload-pack={UPLOAD_PACK}" in seen[1]
     assert seen[1][-2:] == ("file:///srv/r.git", "HEAD")

@@ -162,3 +162,49 @@ def test_step_titles_keep_their_brackets(capsys: pytest.CaptureFixture[str]) -> 
     with log.step("fetching [checkout] paths"):
         pass
     assert "fetching [checkout] paths" in capsys.readouterr().err
+
+
+def test_piped_log_lines_are_never_wrapped(tmp_path: Path, upstream: Upstream, cache) -> None:  # type: ignore[no-untyped-def]
+    # A CI log is not a terminal: a line wrapped at 80 columns splits the paths in it.
+    import os
+    import shutil
+
+    mirror = tmp_path / ("a-mirror-directory-with-a-rather-long-name-" * 3) / "upstream"
+    shutil.copytree(upstream.path, mirror)
+    project = make_project(tmp_path / "project", upstream)
+    env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
+    fetched = subprocess.run([sys.executable, "-m", "hiraishin_build.cli", "upstream", "fetch", "--from", str(mirror)],
+                             cwd=project.root, capture_output=True, text=True, env=env)
+    assert fetched.returncode == 0, fetched.stderr
+    lines = fetched.stderr.splitlines()
+    assert any(line.endswith(f"fetching commits and trees from {mirror}") for line in lines), fetched.stderr
+    assert any(line.endswith(f"into {cache.git_dir}") for line in lines), fetched.stderr
+
+
+@pytest.mark.parametrize("kept", [0.3, 0.5, 0.8, 0.95])
+def test_check_of_a_truncated_patch_says_to_restore_it(stack_project: StackProject, kept: float) -> None:
+    root = stack_project.project.root
+    path = next(stack_project.project.patches_dir.glob("mmvq*.patch"))
+    path.write_bytes(path.read_bytes()[: int(path.stat().st_size * kept)])
+    checked = hiraishin("patches", "check", cwd=root)
+    assert checked.returncode == 6, checked.stderr
+    error = checked.stderr
+    assert f"patches/{path.name}" in error and "hint:" in error
+    assert f"git checkout -- patches/{path.name}" in error  # what a user can act on
+    assert "git am" not in error  # git's advice is for a session the user does not have
+    assert "work tree" not in error and "hiraishin-check-" not in error  # nothing was made, nothing is left
+    assert "patches export" not in error  # re-exporting would not bring the lost lines back
+    assert "Traceback" not in error
+
+
+def test_check_of_a_patch_that_no_longer_applies_names_no_deleted_work_tree(stack_project: StackProject) -> None:
+    root = stack_project.project.root
+    path = next(stack_project.project.patches_dir.glob("common*.patch"))
+    path.write_text(path.read_text().replace(" int helper_29();", " int helper_twenty_nine();"))
+    checked = hiraishin("patches", "check", cwd=root)
+    assert checked.returncode == 7, checked.stderr
+    error = checked.stderr[checked.stderr.index("error:"):]
+    assert f"{path.name} does not apply" in error and "common.cuh at line 28" in error
+    assert "hiraishin-check-" not in error and "holds the" not in error
+    assert "git am --continue" not in error and "git am --skip" not in error
+    assert "git checkout -- patches/" in error and "hiraishin patches export" in error  # either way out

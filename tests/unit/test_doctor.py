@@ -76,7 +76,7 @@ def test_report_lists_tools_libraries_gpu_and_verdicts() -> None:
     env = machine()
     text = "\n".join(doctor.report_lines(env, [doctor.check_recipe(recipe("cu12-sm90"), env)]))
     for expected in ("nvcc:          13.0  /usr/local/cuda/bin/nvcc", "libcudart:     /usr/local/cuda/lib64/libcudart.so.13",
-                     "libcublas:     not found", "GPU:           NVIDIA H200", "cu12-sm90    cannot build", "why:", "how:"):
+                     "libcublas:     not found", "GPU:           NVIDIA H200", "cu12-sm90  cannot build", "why:", "how:"):
         assert expected in text
 
 
@@ -96,9 +96,9 @@ def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 def test_doctor_command_exit_status(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(doctor, "detect", lambda: machine())
     code, output = run_cli(monkeypatch, capsys)
-    assert code == 0 and "cu12-sm86    cannot build" in output and "cu13-sm120   can build" in output
+    assert code == 0 and "cu12-sm86   cannot build" in output and "cu13-sm120  can build" in output
     code, output = run_cli(monkeypatch, capsys, "--recipe", "cu13-sm89")
-    assert code == 0 and "cu13-sm89    can build" in output
+    assert code == 0 and "cu13-sm89  can build" in output
     code, output = run_cli(monkeypatch, capsys, "--recipe", "cu12-sm89")
     assert code == 11 and "cannot build cu12-sm89" in output and "hint:" in output and "Traceback" not in output
     code, output = run_cli(monkeypatch, capsys, "--recipe", "cu13-sm91")
@@ -151,3 +151,18 @@ def test_the_main_job_picks_the_cuda_recipe_this_machine_can_build() -> None:
     no_cublas = machine(cublas_dev=(None, None))
     chosen, passed_over = doctor.recipe_for(no_cublas, recipes)
     assert chosen.name == "cpu" and "no cuBLAS development files" in passed_over[0]
+
+
+def test_wheel_refuses_a_recipe_this_machine_cannot_build_before_making_the_sdist(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from hiraishin_build import cli
+
+    made: list[object] = []
+    monkeypatch.setattr(cli, "build_sdist", lambda *args, **kwargs: made.append(args))
+    monkeypatch.setattr(doctor, "detect", lambda: machine())  # CUDA 13 only: cu12 recipes cannot build
+    monkeypatch.setattr(sys, "argv", ["hiraishin", "--project", str(REPO), "wheel", "--recipe", "cu12-sm89"])
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main()
+    assert exit_info.value.code == 11
+    assert "cannot build cu12-sm89" in capsys.readouterr().err
+    assert made == []  # refused before the sdist (minutes of work) was written

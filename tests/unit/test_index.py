@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import shlex
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -17,12 +20,17 @@ from hiraishin_build.index import IndexBuildError, build_index
 from .test_repair import PLAIN, make_wheel
 
 
-def labelled(directory: Path, label: str, build_info: dict | None = None, version: str = "9079.2") -> Path:
+def labelled(directory: Path, label: str, build_info: dict | None = None, version: str = "9079.2",
+             metadata: str = "") -> Path:
     files = {"hiraishin_llama/marker.txt": (label.encode(), PLAIN)}
     if build_info is not None:
         files["hiraishin_llama/build_info.json"] = (json.dumps(build_info).encode(), PLAIN)
     return make_wheel(directory, files, version=f"{version}+{label}" if label else version,
-                      tag="py3-none-manylinux_2_35_x86_64")
+                      tag="py3-none-manylinux_2_35_x86_64", metadata=metadata)
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
 @pytest.fixture()
@@ -112,6 +120,97 @@ def test_index_command(tmp_path: Path, wheels: Path) -> None:
     completed = subprocess.run([sys.executable, "-m", "hiraishin_build.cli", "index", str(wheels),
                                 "--out", str(tmp_path / "site")], check=False, capture_output=True, text=True)
     assert completed.returncode == 0, completed.stderr
-    assert f"cu12-sm89    1 wheel(s): pip install hiraishin-llama[cu12] --index-url {(tmp_path / 'site').as_uri()}" \
-        in completed.stdout
+    assert (f"cu12-sm89    1 wheel(s): pip install hiraishin-llama==9079.2+cu12.sm89 "
+            f"--index-url {(tmp_path / 'site').as_uri()}/cu12-sm89/simple --extra-index-url https://pypi.org/simple"
+            ) in completed.stdout
     assert "skipped:" in completed.stderr and "variants.json" in completed.stdout
+
+
+def corrupt_wheel(directory: Path, version: str = "9080.0+cpu") -> Path:
+    """A file with a wheel's name that is not a zip (e.g. a download cut short)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"hiraishin_llama-{version}-py3-none-manylinux_2_35_x86_64.whl"
+    path.write_bytes(b"PK\x03\x04 cut short")
+    return path
+
+
+def test_a_corrupt_wheel_is_refused_before_the_site_changes(tmp_path: Path, wheels: Path) -> None:
+    site = tmp_path / "site"
+    build_index(wheels, site)
+    published = snapshot(site)
+    new = tmp_path / "new"
+    labelled(new, "cpu", version="9080.1")  # a good wheel first: it must not be copied alone
+    bad = corrupt_wheel(new)
+    with pytest.raises(IndexBuildError, match=f"{re.escape(str(bad))}: not a wheel"):
+        build_index(new, site)
+    assert snapshot(site) == published
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dist", "new", "site"]  # no staging left behind
+
+
+def test_the_index_command_refuses_a_corrupt_wheel_without_writing_a_site(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    labelled(dist, "cpu")
+    corrupt_wheel(dist)
+    completed = subprocess.run([sys.executable, "-m", "hiraishin_build.cli", "index", str(dist),
+                                "--out", str(tmp_path / "site")], check=False, capture_output=True, text=True)
+    assert completed.returncode == 13, completed.stderr
+    assert "not a wheel" in completed.stderr and "Traceback" not in completed.stderr
+    assert not (tmp_path / "site").exists()
+
+
+def test_an_interrupted_index_leaves_the_old_site_whole(tmp_path: Path, wheels: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    site = tmp_path / "site"
+    build_index(wheels, site)
+    published = snapshot(site)
+    newer = tmp_path / "newer"
+    labelled(newer, "cpu", version="9080.0")
+    real_page, calls = index._page, []
+
+    def failing_page(title: str, links: object) -> bytes:
+        calls.append(title)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_page(title, links)
+
+    monkeypatch.setattr(index, "_page", failing_page)
+    with pytest.raises(KeyboardInterrupt):
+        build_index(newer, site)
+    assert snapshot(site) == published
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dist", "newer", "site"]
+
+
+def dependency_index(root: Path) -> str:
+    """A PEP 503 index holding one small wheel, hiraishin-test-dependency 1.0: where the dependencies come from."""
+    name = "hiraishin_test_dependency-1.0-py3-none-any.whl"
+    project = root / "simple" / "hiraishin-test-dependency"
+    project.mkdir(parents=True)
+    info = "hiraishin_test_dependency-1.0.dist-info"
+    with zipfile.ZipFile(project / name, "w") as archive:
+        archive.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: hiraishin-test-dependency\nVersion: 1.0\n")
+        archive.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        archive.writestr(f"{info}/RECORD", f"{info}/METADATA,,\n{info}/WHEEL,,\n{info}/RECORD,,\n")
+    (project / "index.html").write_text(f'<a href="{name}">{name}</a>\n')
+    (root / "simple" / "index.html").write_text('<a href="hiraishin-test-dependency/">hiraishin-test-dependency</a>\n')
+    return (root / "simple").as_uri()
+
+
+def test_the_printed_install_command_works_on_a_clean_pip(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    labelled(dist, "cu13.sm90", metadata="Provides-Extra: cu13\nRequires-Dist: hiraishin-test-dependency\n")
+    deps = dependency_index(tmp_path / "deps")
+    completed = subprocess.run([sys.executable, "-m", "hiraishin_build.cli", "index", str(dist),
+                                "--out", str(tmp_path / "site")], check=False, capture_output=True, text=True,
+                               env={**os.environ, "HIRAISHIN_DEPS_INDEX": deps})
+    assert completed.returncode == 0, completed.stderr
+    line = next(line for line in completed.stdout.splitlines() if line.startswith("cu13-sm90"))
+    command = shlex.split(line.split(": ", 1)[1])
+    assert command[:2] == ["pip", "install"]
+    # As printed, on a pip that reads no configuration: the dependency must come from the printed command.
+    venv, installed = pip_in_fresh_venv(tmp_path, *command[2:])
+    assert installed.returncode == 0, line + "\n" + installed.stdout + installed.stderr
+    shown = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list", "--format=freeze"],
+                           capture_output=True, text=True, check=True).stdout
+    assert "hiraishin-llama==9079.2+cu13.sm90" in shown and "hiraishin-test-dependency==1.0" in shown
+    # The local label pins the variant's wheel: a package of that name on the dependency index cannot win.
+    assert "hiraishin-llama[cu13]==9079.2+cu13.sm90" in command

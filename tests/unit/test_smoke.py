@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -77,3 +79,18 @@ def test_a_wheel_without_a_variant_label_has_no_index(tmp_path: Path, offline: P
     wheel = stand_in(tmp_path / "dist", "")
     with pytest.raises(SmokeFailed, match="has no variant label"):
         smoke_wheel(wheel, tmp_path / "smoke", from_index=True, find_links=offline)
+
+
+@pytest.mark.parametrize("content", ["a zip without a wheel's metadata", "not a zip at all"])
+def test_a_file_that_is_not_a_wheel_is_refused_before_the_venv(content: str, tmp_path: Path, offline: Path) -> None:
+    fake = tmp_path / "hiraishin_llama-9079.4+cpu-py3-none-any.whl"
+    if content.startswith("a zip"):
+        with zipfile.ZipFile(fake, "w") as archive:
+            archive.writestr("README", "hello\n")
+    else:
+        fake.write_bytes(b"hello\n")
+    started = time.monotonic()
+    with pytest.raises(SmokeFailed, match="not a wheel"):
+        smoke_wheel(fake, tmp_path / "smoke", find_links=offline)
+    assert time.monotonic() - started < 2
+    assert not (tmp_path / "smoke").exists()  # no venv was made

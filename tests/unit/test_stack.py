@@ -290,3 +290,12 @@ def test_long_subjects_fold_and_round_trip(stack_project: StackProject) -> None:
     patch = read_series(stack_project.project.patches_dir).patches()[-1]
     assert patch.subject == subject
     check_stack(stack_project.project, stack_project.cache)
+
+
+def test_files_with_names_git_quotes_are_listed_as_they_are(stack_project: StackProject) -> None:
+    # git format-patch writes "a/caf\303\251.cu" for a non-ASCII name; the file is café.cu.
+    commit_in_workdir(stack_project.workdir, "ggml/src/ggml-cuda/café.cu", "int x;\n", "cuda: a file with an accent")
+    export_stack(stack_project.project, stack_project.workdir)
+    patch = next(p for p in read_series(stack_project.project.patches_dir).patches() if "accent" in p.subject)
+    assert patch.files == ("ggml/src/ggml-cuda/café.cu",)
+    assert b'"b/ggml/src/ggml-cuda/caf\\303\\251.cu"' in patch.path.read_bytes()

@@ -1,7 +1,8 @@
 """Console scripts that run the bundled llama.cpp programs.
 
 Each one execs the real binary from ``bin/`` with the environment it needs:
-batch-invariant mode on unless the user set the switch, and the NVIDIA runtime
+batch-invariant mode as the two switch names ask (on when neither is set; see
+switch.py), exported under both names so every backend agrees, and the NVIDIA runtime
 wheels' library directories on the search path as a fallback for installs
 where RPATH cannot reach them (purelib and platlib in different places).
 """
@@ -12,16 +13,16 @@ import os
 import sys
 from pathlib import Path
 
-from . import runtime
+from . import runtime, switch
 
 BIN_DIR = Path(__file__).resolve().parent / "bin"
 # Runs the test and benchmark programs against a build's bin/ directory instead of
 # this installation's, e.g. a development build of the patched tree.
 BIN_DIR_ENV = "HIRAISHIN_LLAMA_BIN_DIR"
 
-# Our wheels exist for exact speculative decoding, so the switch is on by
-# default here; GGML_CUDA_BATCH_INVARIANT=0 (or GGML_BATCH_INVARIANT=0) turns it off.
-DEFAULT_ENVIRONMENT = {"GGML_CUDA_BATCH_INVARIANT": "1", "GGML_BATCH_INVARIANT": "1"}
+# Our wheels exist for exact speculative decoding, so the mode is on by default
+# here; GGML_CUDA_BATCH_INVARIANT=0 or GGML_BATCH_INVARIANT=0 turns it off.
+DEFAULT_ON = True
 
 
 def tool_dir() -> Path:
@@ -39,10 +40,15 @@ def program_path(name: str) -> Path:
     return path
 
 
-def program_environment(base: dict[str, str] | None = None) -> dict[str, str]:
+def program_environment(base: dict[str, str] | None = None, *, program: str = "hiraishin-llama") -> dict[str, str]:
+    """The environment a program runs in: the switch resolved and exported under
+    both names (a warning on stderr for a value that is not an on/off word), and
+    the NVIDIA runtime wheels' library directories as a fallback search path."""
     env = dict(os.environ if base is None else base)
-    if "GGML_CUDA_BATCH_INVARIANT" not in env and "GGML_BATCH_INVARIANT" not in env:
-        env.update(DEFAULT_ENVIRONMENT)
+    resolved = switch.resolve(env, default=DEFAULT_ON)
+    for warning in resolved.warnings:
+        print(f"{program}: warning: {warning}", file=sys.stderr)
+    env.update(resolved.environment())
     library_dirs = [str(d) for d in runtime.nvidia_library_dirs()]
     if library_dirs:
         existing = env.get("LD_LIBRARY_PATH")
@@ -51,9 +57,10 @@ def program_environment(base: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def switch_environment(batch_invariant: bool) -> dict[str, str]:
-    """The programs' environment with batch-invariant mode explicitly on or off."""
-    env = program_environment({k: v for k, v in os.environ.items() if k not in DEFAULT_ENVIRONMENT})
-    env.update({switch: "1" if batch_invariant else "0" for switch in DEFAULT_ENVIRONMENT})
+    """The programs' environment with batch-invariant mode explicitly on or off
+    (the smoke test and the bench run both modes, whatever the user set)."""
+    env = program_environment({k: v for k, v in os.environ.items() if k not in switch.NAMES})
+    env.update(switch.Resolved(batch_invariant).environment())
     return env
 
 
@@ -61,7 +68,7 @@ def run_program(name: str, args: list[str] | None = None) -> None:
     path = program_path(name)
     runtime.warn_about_environment(name)
     argv = [name, *(sys.argv[1:] if args is None else args)]
-    os.execve(path, argv, program_environment())
+    os.execve(path, argv, program_environment(program=name))
 
 
 def llama_server() -> None:

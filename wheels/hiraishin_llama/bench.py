@@ -30,6 +30,7 @@ from pathlib import Path
 import gguf
 
 from . import __version__, runtime, synthetic
+from ._args import ArgumentParser, parse_batches
 from ._launch import switch_environment, tool_dir
 
 REPLAY = "hiraishin-replay"
@@ -204,30 +205,16 @@ def over_limit(results: dict[str, dict], max_ratio: float) -> list[str]:
             for row in result["verify"] if row["b"] > 1 and row["ratio"] > max_ratio]
 
 
-def parse_batches(text: str) -> tuple[int, ...]:
-    """'1-16' or '1,2,4,8' (or a mix) -> sorted batch sizes, each 1..16."""
-    sizes: set[int] = set()
-    try:
-        for item in text.split(","):
-            first, _, last = item.partition("-")
-            sizes.update(range(int(first), int(last or first) + 1))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"batch sizes must look like 1-16 or 1,2,4, got {text!r}") from None
-    if not sizes or min(sizes) < 1 or max(sizes) > 16:
-        raise argparse.ArgumentTypeError(f"batch sizes must be between 1 and 16, got {text!r}")
-    return tuple(sorted(sizes))
-
-
 def main(argv: list[str] | None = None) -> int:
     defaults = BenchConfig()
-    parser = argparse.ArgumentParser(prog="hiraishin-llama-bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog="hiraishin-llama-bench", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default=defaults.preset, help=f"synthetic model shape (default: {defaults.preset})")
     parser.add_argument("--n-layer", type=int, default=defaults.n_layer, help="layers (default: 36, all of Qwen3-8B)")
     parser.add_argument("--draft-layers", type=int, default=defaults.draft_layers,
                         help="layers of the small draft model (default: 1)")
     parser.add_argument("--quants", default=",".join(defaults.quants), help="models (default: Q4_K_M,Q6_K)")
-    parser.add_argument("--batches", type=parse_batches, default=defaults.batches, help="verify batch sizes (default: 1-16)")
+    parser.add_argument("--batches", type=parse_batches, default=defaults.batches, help="verify batch sizes, e.g. 1-16 or 1,2,4,8, each 1..16 (default: 1-16)")
     parser.add_argument("--depth", type=int, default=defaults.depth, help="KV position of the timed passes (default: 512)")
     parser.add_argument("--reps", type=int, default=defaults.reps, help="timed passes per batch size (default: 20)")
     parser.add_argument("--warmup", type=int, default=defaults.warmup, help="untimed passes first (default: 5)")

@@ -22,8 +22,15 @@ def main(argv: list[str] | None = None) -> None:
     upstream = info.get("upstream", {})
     if upstream:
         print(f"upstream: {upstream.get('url')} {upstream.get('ref')} ({upstream.get('commit', '')[:12]})")
-    for patch in info.get("patches", []):
-        print(f"patch:    {patch['sha256'][:12]}  {patch['subject']}")
+    patches = info.get("patches", [])
+    if info.get("patched_commit"):
+        # The commit the wheel is built from: the upstream commit with the patches below applied
+        # (the same one `hiraishin-replay --version` and llama.cpp's own --version name).
+        count = f"{len(patches)} patch" + ("" if len(patches) == 1 else "es")
+        print(f"commit:   {info['patched_commit']} (upstream {upstream.get('commit', '')[:12]} + {count})")
+    for patch in patches:
+        # A hash of the patch file as shipped in patches/, not a commit.
+        print(f"patch:    file sha256 {patch['sha256'][:12]}  {patch['subject']}")
     for name in info.get("omitted_patches", []):
         print(f"warning:  built WITHOUT {name} (a fault build, not a release)")
     for key in ("recipe", "cuda", "cuda_architectures", "cxx_compiler", "cmake"):

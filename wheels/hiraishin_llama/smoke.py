@@ -6,6 +6,11 @@ batch-invariant mode on, expecting identical logits at every position, and
 with it off (the negative control), expecting differences on CUDA - a control
 that shows no difference there means the test proves nothing. Backends the
 build does not claim to be exact are reported, not judged.
+
+Exit status: 0 passed; 1 the guarantee failed (a real difference, or no
+difference where the control needs one); 2 a usage error (bad arguments or
+model file: nothing was judged); 3 a case could not be run (the replay tool
+failed, e.g. out of memory), so nothing is known about it.
 """
 
 from __future__ import annotations
@@ -20,9 +25,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import __version__, runtime, synthetic
+from ._args import ArgumentParser, at_least, name_list, parse_batches
 from ._launch import switch_environment, tool_dir
 
 DEFAULT_BATCHES = "2,3,4,5,8,9,12,16"
+# The KV cache types hiraishin-replay accepts (its --cache-type-k/-v).
+KV_CACHE_TYPES = ("f16", "q8_0", "q4_0", "turbo2", "turbo3", "turbo4")
+EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUN = 1, 2, 3
+
+
+class UsageError(Exception):
+    """The input cannot be tested (found while running: the replay tool refused it)."""
 
 
 @dataclass(frozen=True)
@@ -84,16 +97,21 @@ def prepare_models(work_dir: Path, preset: str, n_layer: int, quants: list[str],
 
 
 def run_case(case: Case, model: Path, args: argparse.Namespace, json_dir: Path) -> CaseResult:
+    """Run one case; a usage error of the replay tool (exit 2) raises UsageError."""
     report_path = json_dir / f"{case.name.replace(' ', '_').replace('=', '-')}.json"
     env = switch_environment(case.batch_invariant)
     command = [
         str(tool_dir() / "hiraishin-replay"), "replay", "--model", str(model),
         "--cache-type-k", case.kv, "--cache-type-v", case.kv,
-        "--n-gen", str(args.n_gen), "--n-prompt", str(args.n_prompt), "--batches", args.batches,
+        "--n-gen", str(args.n_gen), "--n-prompt", str(args.n_prompt),
+        "--batches", ",".join(str(b) for b in args.batches),
         "--ctx", str(args.ctx), "--expect", case.expect, "--json", str(report_path),
     ]
     print(f"running {case.name} ...", flush=True)
     completed = subprocess.run(command, env=env, capture_output=True, text=True)
+    if completed.returncode == EXIT_USAGE:
+        lines = completed.stderr.strip().splitlines() or [f"hiraishin-replay refused {case.name} (exit 2)"]
+        raise UsageError(lines[-1].removeprefix("hiraishin-replay: error: "))
     report = json.loads(report_path.read_text()) if report_path.is_file() else None
     if completed.returncode not in (0, 1) or report is None:
         tail = "\n".join((completed.stderr or completed.stdout).strip().splitlines()[-5:])
@@ -119,23 +137,50 @@ def render_table(results: list[CaseResult], batches: list[int]) -> str:
     return "\n".join(lines)
 
 
+def model_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be a model to test, or None (the replay tool checks the same first)."""
+    if not path.is_file():
+        return "no such file"
+    with path.open("rb") as handle:
+        magic = handle.read(4)
+    if magic != b"GGUF":
+        return "not a GGUF file (its first 4 bytes are not 'GGUF'); pass a .gguf model, or leave --model out " \
+               "to test the synthetic models"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="hiraishin-llama-smoke", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog="hiraishin-llama-smoke", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, help="a real GGUF model instead of the synthetic ones")
     parser.add_argument("--preset", default=None, help="synthetic model shape (default: qwen3-8b)")
-    parser.add_argument("--n-layer", type=int, default=None, help="layers of the synthetic model (default: 4 on CUDA, 1 on CPU)")
-    parser.add_argument("--quants", default=None, help="quantizations (default: Q4_K_M,Q6_K on CUDA, Q4_K_M on CPU)")
-    parser.add_argument("--kv", default=None, help="KV cache types (default: f16,q8_0,turbo4 on CUDA, f16 on CPU)")
-    parser.add_argument("--n-gen", type=int, default=None, help="generated tokens (default: 600 on CUDA, 200 on CPU)")
-    parser.add_argument("--n-prompt", type=int, default=64)
-    parser.add_argument("--ctx", type=int, default=4096)
-    parser.add_argument("--batches", default=DEFAULT_BATCHES)
+    parser.add_argument("--n-layer", type=at_least(1), default=None,
+                        help="layers of the synthetic model (default: 4 on CUDA, 1 on CPU)")
+    parser.add_argument("--quants", type=name_list(synthetic.QUANT_TYPES, "quantization type",
+                                                   lambda q: q.strip().upper()),
+                        default=None, help="quantizations (default: Q4_K_M,Q6_K on CUDA, Q4_K_M on CPU)")
+    parser.add_argument("--kv", type=name_list(KV_CACHE_TYPES, "KV cache type", lambda k: k.strip().lower()),
+                        default=None, help="KV cache types (default: f16,q8_0,turbo4 on CUDA, f16 on CPU)")
+    parser.add_argument("--n-gen", type=at_least(1), default=None,
+                        help="generated tokens (default: 600 on CUDA, 200 on CPU)")
+    parser.add_argument("--n-prompt", type=at_least(1), default=64)
+    parser.add_argument("--ctx", type=at_least(1), default=4096)
+    parser.add_argument("--batches", type=parse_batches, default=DEFAULT_BATCHES,
+                        help=f"verify batch sizes, e.g. 2-16 or 2,4,8, each 1..16 (default: {DEFAULT_BATCHES})")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work-dir", type=Path, default=None, help="where models are kept (default: a cache directory)")
     parser.add_argument("--json", type=Path, default=Path("hiraishin-smoke.json"), help="the report (default: ./hiraishin-smoke.json)")
     parser.add_argument("--allow-cpu", action="store_true", help="with a CUDA wheel and no GPU, test the CPU backend instead of failing")
     args = parser.parse_args(argv)
+    if args.model is not None:
+        problem = model_problem(args.model)
+        if problem:
+            parser.error(f"--model {args.model}: {problem}")
+    if args.preset is not None:
+        try:
+            synthetic.get_preset(args.preset)
+        except ValueError as error:
+            parser.error(f"--preset: {error}")
 
     runtime.warn_about_environment("hiraishin-llama-smoke")
     backend = backend_in_use()
@@ -146,32 +191,34 @@ def main(argv: list[str] | None = None) -> int:
               f"(sm {', '.join(runtime.built_architectures())}) but no CUDA GPU is visible, so its batch-invariant "
               "kernels cannot be tested here; run it on the GPU machine, or pass --allow-cpu to test the CPU backend",
               file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     on_gpu = backend == "cuda"
     args.n_gen = args.n_gen or (600 if on_gpu else 200)
-    quants = (args.quants or ("Q4_K_M,Q6_K" if on_gpu else "Q4_K_M")).split(",")
-    kv_types = (args.kv or ("f16,q8_0,turbo4" if on_gpu else "f16")).split(",")
-    batches = [int(b) for b in args.batches.split(",")]
-    work_dir = args.work_dir or runtime.cache_dir() / "models"
-    work_dir.mkdir(parents=True, exist_ok=True)
+    quants = list(args.quants or (("Q4_K_M", "Q6_K") if on_gpu else ("Q4_K_M",)))
+    kv_types = list(args.kv or (("f16", "q8_0", "turbo4") if on_gpu else ("f16",)))
+    batches = list(args.batches)
 
     if args.model is not None:
-        if not args.model.is_file():
-            print(f"hiraishin-llama-smoke: --model {args.model}: no such file", file=sys.stderr)
-            return 2
         models = {args.model.name: args.model}
         quants = [args.model.name]
     else:
+        work_dir = args.work_dir or runtime.cache_dir() / "models"
+        work_dir.mkdir(parents=True, exist_ok=True)
         preset = args.preset or "qwen3-8b"
         n_layer = args.n_layer or (4 if on_gpu else 1)
         models = prepare_models(work_dir, preset, n_layer, quants, args.seed)
 
     started = datetime.datetime.now(datetime.timezone.utc)
     results = []
-    with tempfile.TemporaryDirectory(prefix="hiraishin-smoke-") as scratch:
-        for case in default_cases(backend, quants, kv_types):
-            results.append(run_case(case, models[case.quant], args, Path(scratch)))
+    try:
+        with tempfile.TemporaryDirectory(prefix="hiraishin-smoke-") as scratch:
+            for case in default_cases(backend, quants, kv_types):
+                results.append(run_case(case, models[case.quant], args, Path(scratch)))
+    except UsageError as error:
+        print(f"hiraishin-llama-smoke: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     passed = all(r.passed for r in results)
+    not_run = [r for r in results if r.error]
     print()
     print(render_table(results, batches))
     summary = {
@@ -194,8 +241,14 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"\n{'PASSED' if passed else 'FAILED'}: report in {args.json}")
-    return 0 if passed else 1
+    if passed:
+        print(f"\nPASSED: report in {args.json}")
+        return 0
+    if any(not r.passed and not r.error for r in results):
+        print(f"\nFAILED: report in {args.json}")
+        return EXIT_FAILED
+    print(f"\nERROR: {len(not_run)} case(s) could not be run, so nothing is known about them; report in {args.json}")
+    return EXIT_NOT_RUN
 
 
 if __name__ == "__main__":

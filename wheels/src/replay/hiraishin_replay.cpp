@@ -47,10 +47,19 @@
 #include <utility>
 #include <vector>
 
+// The wheel's version and patched commit, passed by the build (src/replay/CMakeLists.txt).
+#ifndef HIRAISHIN_VERSION
+#define HIRAISHIN_VERSION "0+source"
+#endif
+#ifndef HIRAISHIN_PATCHED_COMMIT
+#define HIRAISHIN_PATCHED_COMMIT ""
+#endif
+
 namespace {
 
-constexpr const char * kToolName    = "hiraishin-replay";
-constexpr const char * kToolVersion = "0.1.0";
+constexpr const char * kToolName      = "hiraishin-replay";
+constexpr const char * kToolVersion   = HIRAISHIN_VERSION;
+constexpr const char * kPatchedCommit = HIRAISHIN_PATCHED_COMMIT;
 
 // Verify batches are capped at 16 tokens: the batch sizes the project makes
 // batch invariant.
@@ -370,7 +379,11 @@ Options parse_options(int argc, char ** argv) {
             print_usage(stdout);
             std::exit(kExitOk);
         } else if (flag == "--version") {
+            // As `hiraishin-llama --version` says it.
             printf("%s %s\n", kToolName, kToolVersion);
+            if (kPatchedCommit[0] != '\0') {
+                printf("commit:   %s\n", kPatchedCommit);
+            }
             std::exit(kExitOk);
         } else if (flag == "--model") {
             opts.model_path = value();
@@ -1192,6 +1205,7 @@ const char * const kEnvSwitches[] = {"GGML_CUDA_BATCH_INVARIANT", "GGML_BATCH_IN
 void write_common_json(JsonWriter & json, const Options & opts, const LoadedModel & model) {
     json.key("tool").value(kToolName);
     json.key("version").value(kToolVersion);
+    json.key("patched_commit").value(kPatchedCommit[0] != '\0' ? kPatchedCommit : nullptr);
     json.key("mode").value(mode_name(opts.mode));
     json.key("model_path").value(model.path);
     json.key("model_size_bytes").value(model.file_size);

@@ -1,0 +1,138 @@
+"""hiraishin-llama-smoke: bad input is a usage error (exit 2, one line), a failed
+guarantee (exit 1) is only a real difference, and a run that could not be made
+is neither (exit 3).
+
+A stand-in hiraishin-replay answers as the real one does: exit 2 with one line
+for a file that is not GGUF, an unknown cache type or a batch size outside
+1..16; otherwise a report whose positions differ only with the switch off.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from hiraishin_llama import runtime, smoke
+
+STAND_IN_REPLAY = f"""#!{sys.executable}
+import json, os, sys
+args = sys.argv[1:]
+value = lambda flag, default=None: args[args.index(flag) + 1] if flag in args else default
+def usage(message):
+    print("hiraishin-replay: error: " + message, file=sys.stderr)
+    sys.exit(2)
+with open(value("--model"), "rb") as handle:
+    if handle.read(4) != b"GGUF":
+        usage("--model: '" + value("--model") + "' is not a GGUF file (its first 4 bytes are not \\"GGUF\\")")
+if value("--cache-type-k") not in ("f16", "q8_0", "q4_0", "turbo2", "turbo3", "turbo4"):
+    usage("--cache-type-k: unknown cache type")
+batches = [int(b) for b in value("--batches").split(",")]
+if any(b < 1 or b > 16 for b in batches):
+    usage("--batches: batch sizes must be between 1 and 16")
+if os.environ.get("STAND_IN_CRASH"):
+    print("hiraishin-replay: runtime failure: out of memory", file=sys.stderr)
+    sys.exit(3)
+on = os.environ.get("GGML_BATCH_INVARIANT") == "1" and os.environ.get("GGML_CUDA_BATCH_INVARIANT") == "1"
+differ = 0 if on and not os.environ.get("STAND_IN_DIFFER") else 7
+results = [{{"b": b, "positions_differ": 0 if b == 1 else differ}} for b in [1, *batches]]
+expect = value("--expect")
+passed = expect == "none" or (expect == "identical") == (differ == 0)
+open(value("--json"), "w").write(json.dumps({{"results": results, "passed": passed}}))
+sys.exit(0 if passed else 1)
+"""
+
+
+@pytest.fixture
+def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    replay = bin_dir / "hiraishin-replay"
+    replay.write_text(STAND_IN_REPLAY)
+    replay.chmod(0o755)
+    monkeypatch.setenv("HIRAISHIN_LLAMA_BIN_DIR", str(bin_dir))
+    # A CPU wheel that claims the CPU backend: the cases are judged.
+    runtime.build_info.cache_clear()
+    monkeypatch.setattr(runtime, "build_info", lambda: {"recipe": "cpu", "exact_backends": ["cpu"]})
+    monkeypatch.setattr(runtime, "gpus", lambda: [])
+    return bin_dir
+
+
+def run(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    try:
+        code = smoke.main([*args, "--work-dir", str(tmp_path / "models"), "--json", str(tmp_path / "smoke.json")])
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def assert_usage_error(code: int, out: str, err: str, *expected: str) -> None:
+    assert code == 2, out + err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    for text in expected:
+        assert text in lines[0]
+    assert "FAILED" not in out + err and "Traceback" not in err
+
+
+def test_a_file_that_is_not_a_model_is_a_usage_error(stand_in: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "model.gguf"
+    bad.write_text("not a model\n")
+    assert_usage_error(*run(tmp_path, capsys, "--model", str(bad)), f"--model {bad}", "not a GGUF file")
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--kv", "bogus"], ("--kv", "'bogus'", "f16, q8_0, q4_0, turbo2, turbo3, turbo4")),
+    (["--kv", "f16,"], ("--kv", "f16, q8_0")),
+    (["--batches", "17"], ("--batches", "between 1 and 16")),
+    (["--batches", "abc"], ("--batches", "like 1-16 or 1,2,4")),
+    (["--batches", "0,2"], ("--batches", "between 1 and 16")),
+    (["--quants", "Q4_X"], ("--quants", "'Q4_X'", "Q4_K_M, Q6_K, Q8_0")),
+    (["--n-gen", "0"], ("--n-gen", "at least 1")),
+])
+def test_bad_arguments_are_usage_errors(args: list[str], expected: tuple[str, ...], stand_in: Path, tiny_model: Path,
+                                        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = [] if "--quants" in args else ["--model", str(tiny_model)]
+    assert_usage_error(*run(tmp_path, capsys, *model, *args), *expected)
+    assert not (tmp_path / "models").exists()  # refused before any work
+
+
+def test_batch_ranges_are_read_as_the_bench_reads_them(stand_in: Path, tiny_model: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--batches", "2-4,16")
+    assert code == 0, out + err
+    report = json.loads((tmp_path / "smoke.json").read_text())
+    assert report["batches"] == [2, 3, 4, 16] and report["passed"] is True
+    assert "PASSED" in out
+
+
+def test_a_real_difference_fails_the_guarantee(stand_in: Path, tiny_model: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STAND_IN_DIFFER", "1")
+    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--batches", "2,3")
+    assert code == 1
+    assert "switch on" in out and "FAILED" in out
+
+
+def test_a_replay_that_cannot_run_is_an_error_not_a_failed_guarantee(
+        stand_in: Path, tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STAND_IN_CRASH", "1")
+    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--batches", "2")
+    assert code == 3, out + err
+    assert "out of memory" in out and "FAILED" not in out
+    assert json.loads((tmp_path / "smoke.json").read_text())["passed"] is False
+
+
+def test_a_usage_error_found_by_the_replay_tool_is_passed_on(stand_in: Path, tiny_model: Path, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # Whatever the smoke test does not check itself, the replay tool refuses with exit 2: so does the smoke test.
+    monkeypatch.setattr(smoke, "KV_CACHE_TYPES", (*smoke.KV_CACHE_TYPES, "q5_1"))
+    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--kv", "q5_1")
+    assert code == 2 and "unknown cache type" in err and "FAILED" not in out
