@@ -204,7 +204,8 @@ class UpstreamCache:
                 "the sources disagree on the tag %s: %s", tag,
                 "; ".join(f"{source} has {commit[:12]}" for source, commit in sorted(holders.items())),
             )
-        self.prefetch_blobs(pin.commit, pin.checkout, prefer=(result.source.name,))
+        if self.store().commit_exists(pin.commit):
+            self.prefetch_blobs(pin.commit, pin.checkout, prefer=(result.source.name,))
         return result
 
     def refetch(self, name: str, pin: UpstreamPin) -> FetchResult:
@@ -246,13 +247,15 @@ class UpstreamCache:
                          for ref, _, commit in incoming if ref.startswith(INCOMING_REFS + "tags/")}
         carries_pin = incoming_tags.get(pin.ref) == pin.commit
         source = identify(self.sources(), fetch_url, pin, carries_pin=carries_pin, name=name, url=url)
-        if not store.commit_exists(pin.commit):
+        if not store.commit_exists(pin.commit) and same_repository(source.url, pin.url):
+            # Another repository may lack the pinned commit (its tags are what it is fetched for);
+            # the pin's own repository may not.
             raise UpstreamError(
                 f"{display_location(fetch_url)} does not contain the pinned commit {pin.commit} ({pin.ref}), "
                 "and no other source in the cache does",
                 hint=f"fetch the repository the pin names ({pin.url}), or a mirror of it; nothing in the cache changed",
             )
-        has_pin_commit = bool(git.refs_containing(self.git_dir, pin.commit, [INCOMING_REFS]))
+        has_pin_commit = store.commit_exists(pin.commit) and bool(git.refs_containing(self.git_dir, pin.commit, [INCOMING_REFS]))
         before = {ref: (target, commit) for ref, target, commit in
                   store.references(source.tags_prefix) + store.references(source.heads_prefix)}
         wanted: dict[str, str] = {}

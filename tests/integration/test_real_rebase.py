@@ -1,7 +1,8 @@
 """Rebase of the real stack on the real upstream, from the local cache.
 
-Skips, saying why, where the cache lacks the pin or the older release tag
-these tests move to (run `hiraishin upstream fetch` to enable them).
+Skips, saying why, where the cache lacks the pin or the release tags these
+tests move to (run `hiraishin upstream fetch` from the pin's repository to
+enable them).
 """
 
 from __future__ import annotations
@@ -19,12 +20,16 @@ from hiraishin_build.report import ChangeKind, PatchStatus
 from hiraishin_build.stack import apply_stack
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# An older release tag of the base on which the whole stack still applies.
-OLDER = "feature-turboquant-kv-cache-b9075-4f33166"
-# Older still: its vector flash-attention kernel predates the turbo V loops the
-# turbo patch rewrites, so that patch conflicts there and the rest applies.
-OLDEST = "feature-turboquant-kv-cache-b8983-9e3fb40"
-TURBO_PATCH = "ggml-cuda-turbo-v-loops-over-every-4-element-group-a-thread.patch"
+# A later release of the pin's repository on which the whole stack applies.
+NEWER = "b10018-1.2.0"
+# An older release: it predates ggml_cuda_should_use_mmvq, the server's per-slot
+# drafting and the new test-backend-ops cases, so three patches conflict there.
+OLDER = "feature-turboquant-kv-cache-b9964-519f0c5"
+CONFLICTING_ON_OLDER = [
+    "ggml-cuda-batch-invariant-mmvq-up-to-16-columns.patch",
+    "speculative-keep-verify-batches-inside-one-256-cell-kv-windo.patch",
+    "tests-batch-invariance-of-mul-mat-and-flash-attn-ext-in-test.patch",
+]
 
 pytestmark = pytest.mark.integration
 
@@ -36,8 +41,8 @@ def real_cache() -> UpstreamCache:
     if not cache.exists() or not cache.store().commit_exists(pin.commit):
         pytest.skip(f"the upstream cache {cache.git_dir} lacks the pinned commit: run `hiraishin upstream fetch`")
     refs = cache.refs()
-    if refs.lookup(OLDER) is None or refs.lookup(OLDEST) is None:
-        pytest.skip(f"the upstream cache {cache.git_dir} lacks the tag {OLDER} or {OLDEST}: run `hiraishin upstream fetch`")
+    if refs.lookup(NEWER) is None or refs.lookup(OLDER) is None:
+        pytest.skip(f"the upstream cache {cache.git_dir} lacks the tag {NEWER} or {OLDER}: run `hiraishin upstream fetch`")
     return cache
 
 
@@ -49,33 +54,34 @@ def project(tmp_path: Path) -> Project:
     return project
 
 
-def test_dry_run_onto_an_older_tag(real_cache: UpstreamCache) -> None:
+def test_dry_run_onto_a_newer_tag(real_cache: UpstreamCache) -> None:
     started = time.monotonic()
-    report = rebase.dry_run(Project(REPO_ROOT), real_cache, OLDER)
+    report = rebase.dry_run(Project(REPO_ROOT), real_cache, NEWER)
     elapsed = time.monotonic() - started
-    assert report.relation == "older" and report.stopped_at is None
+    assert report.relation == "newer" and report.stopped_at is None
     assert all(o.status in (PatchStatus.CLEAN, PatchStatus.OFFSET) for o in report.outcomes)
     assert all(o.change is not None and o.change.kind in (ChangeKind.IDENTICAL, ChangeKind.CONTEXT)
                for o in report.outcomes)
     assert elapsed < 20, f"a dry run took {elapsed:.1f} s"
 
 
-def test_dry_run_names_the_patch_that_conflicts_on_a_much_older_tag(real_cache: UpstreamCache) -> None:
-    report = rebase.dry_run(Project(REPO_ROOT), real_cache, OLDEST)
+def test_dry_run_names_the_patches_that_conflict_on_an_older_tag(real_cache: UpstreamCache) -> None:
+    report = rebase.dry_run(Project(REPO_ROOT), real_cache, OLDER)
+    assert report.relation == "older"
     conflicting = [o for o in report.outcomes if o.status is PatchStatus.CONFLICT]
-    assert [o.name for o in conflicting] == [TURBO_PATCH]
-    assert {hunk.file for hunk in conflicting[0].hunks} == {"ggml/src/ggml-cuda/fattn-vec.cuh"}
+    assert [o.name for o in conflicting] == CONFLICTING_ON_OLDER
+    assert {hunk.file for hunk in conflicting[0].hunks} >= {"ggml/src/ggml-cuda/mmvq.cu"}
     # after a conflict the dry run goes on without it, so every other patch has its own verdict
     assert all(o.status in (PatchStatus.CLEAN, PatchStatus.OFFSET, PatchStatus.THREE_WAY)
-               for o in report.outcomes if o.name != TURBO_PATCH)
+               for o in report.outcomes if o.name not in CONFLICTING_ON_OLDER)
 
 
 def test_rebase_there_and_back_is_byte_identical(real_cache: UpstreamCache, project: Project) -> None:
     before = {p.name: p.read_bytes() for p in project.patches_dir.iterdir()}
     pin_before = project.pin_file.read_bytes()
     apply_stack(project, real_cache, project.default_workdir)
-    there = rebase.start(project, real_cache, OLDER, project.default_workdir)
-    assert there.state == "finished" and project.pin().ref == OLDER
+    there = rebase.start(project, real_cache, NEWER, project.default_workdir)
+    assert there.state == "finished" and project.pin().ref == NEWER
     back = rebase.start(project, real_cache, Project(REPO_ROOT).pin().ref, project.default_workdir)
     assert back.state == "finished"
     assert {p.name: p.read_bytes() for p in project.patches_dir.iterdir()} == before
