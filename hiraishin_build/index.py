@@ -27,6 +27,7 @@ from email.parser import BytesHeaderParser
 from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import Version
 
 from .errors import IndexBuildError
 from .fsutil import atomic_write_bytes
@@ -58,6 +59,10 @@ class IndexResult:
     """Wheels found but not indexed, with why."""
 
     variants_json: Path | None = None
+    """The variant metadata of the newest release on the site (None when it has no GPU variant)."""
+
+    variants_files: tuple[Path, ...] = ()
+    """The variant metadata of every release on the site, oldest first."""
 
 
 def variant_of(filename: str) -> str | None:
@@ -123,25 +128,31 @@ def _variant_properties(wheels: Iterable[IndexedWheel]) -> dict[str, dict[str, l
         {"nvidia": {"sm_arch": archs}}
 
 
-def write_variants_json(site: Path, variants: dict[str, tuple[IndexedWheel, ...]]) -> Path | None:
-    """``hiraishin_llama-<public version>-variants.json`` at the site root (PEP 825 draft layout)."""
-    labels: dict[str, dict] = {}
-    versions = set()
-    for variant, wheels in sorted(variants.items()):
+def write_variants_json(site: Path, variants: dict[str, tuple[IndexedWheel, ...]]) -> tuple[Path, ...]:
+    """``hiraishin_llama-<public version>-variants.json`` at the site root (PEP 825 draft layout), one per
+    release the site holds (the draft's rule), each from that release's wheels only; oldest first."""
+    by_version: dict[Version, dict[str, list[IndexedWheel]]] = {}
+    for variant, wheels in variants.items():
         for wheel in wheels:
-            versions.add(str(parse_wheel_filename(wheel.filename)[1].public))
-        properties = _variant_properties(wheels)
-        if properties:
-            labels[variant.replace("-", "_")] = properties
-    if not labels or len(versions) != 1:
-        return None  # nothing GPU-specific, or several releases mixed: one file per version is the draft's rule
-    document = {
-        "default-priorities": {"namespace": ["nvidia"]},
-        "variants": labels,
-    }
-    path = site / f"hiraishin_llama-{versions.pop()}-variants.json"
-    atomic_write_bytes(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode())
-    return path
+            public = Version(parse_wheel_filename(wheel.filename)[1].public)
+            by_version.setdefault(public, {}).setdefault(variant, []).append(wheel)
+    written = []
+    for public, per_variant in sorted(by_version.items()):
+        labels: dict[str, dict] = {}
+        for variant, wheels in sorted(per_variant.items()):
+            properties = _variant_properties(wheels)
+            if properties:
+                labels[variant.replace("-", "_")] = properties
+        if not labels:
+            continue  # nothing GPU-specific in this release
+        document = {
+            "default-priorities": {"namespace": ["nvidia"]},
+            "variants": labels,
+        }
+        path = site / f"hiraishin_llama-{public}-variants.json"
+        atomic_write_bytes(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode())
+        written.append(path)
+    return tuple(written)
 
 
 def build_index(wheel_dir: Path, site: Path) -> IndexResult:
@@ -192,7 +203,10 @@ def build_index(wheel_dir: Path, site: Path) -> IndexResult:
             f"{PROJECT} indexes",
             [f'<a href="{name}/simple/">{name}</a>: pip install {PROJECT} --index-url &lt;this site&gt;/{name}/simple'
              for name in variants]))
-    variants_json = write_variants_json(site, variants) if variants else None
+    variants_files = write_variants_json(site, variants)
+    newest = max((Version(parse_wheel_filename(w.filename)[1].public) for ws in variants.values() for w in ws),
+                 default=None)
+    variants_json = next((p for p in variants_files if p.name == f"hiraishin_llama-{newest}-variants.json"), None)
     for wheel in added:
         get_logger().info("indexed %s under %s/simple", wheel.filename, wheel.variant)
-    return IndexResult(site, variants, tuple(added), tuple(skipped), variants_json)
+    return IndexResult(site, variants, tuple(added), tuple(skipped), variants_json, variants_files)
