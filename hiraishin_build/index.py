@@ -73,6 +73,8 @@ def variant_of(filename: str) -> str | None:
 
 def read_wheel(path: Path, variant: str) -> IndexedWheel:
     data = path.read_bytes()
+    if not zipfile.is_zipfile(path):
+        raise IndexBuildError(f"{path}: not a zip archive; not a wheel")
     with zipfile.ZipFile(path) as archive:
         metadata_name = next((n for n in archive.namelist()
                               if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
