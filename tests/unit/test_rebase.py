@@ -9,10 +9,7 @@ Each test moves the synthetic upstream on by a commit or two and tags it.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,6 +24,7 @@ from hiraishin_build.tags import Relation, newer_than
 from hiraishin_build.worktree import WorkTree
 
 from ..conftest import StackProject, commit_in_workdir, sh_git
+from ..helpers import hiraishin, tree_snapshot
 
 MMVQ = "ggml/src/ggml-cuda/mmvq.cu"
 COMMON = "ggml/src/ggml-cuda/common.cuh"
@@ -89,29 +87,8 @@ def project_snapshot(sp: StackProject) -> dict[str, bytes]:
     return files
 
 
-def tree_snapshot(workdir: Path) -> dict[str, object]:
-    files = {
-        str(p.relative_to(workdir)): p.read_bytes()
-        for p in sorted(workdir.rglob("*")) if p.is_file() and ".git" not in p.relative_to(workdir).parts
-    }
-    return {
-        "files": files,
-        "refs": sh_git(workdir, "for-each-ref", "--format=%(refname) %(objectname)"),
-        "head": sh_git(workdir, "symbolic-ref", "HEAD"),
-        "state": (workdir / ".git" / "hiraishin-state.json").read_bytes(),
-        "status": sh_git(workdir, "status", "--porcelain"),
-    }
-
-
 def statuses(report) -> list[PatchStatus]:  # type: ignore[no-untyped-def]
     return [o.status for o in report.outcomes]
-
-
-def hiraishin(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hiraishin_build.cli", *args], cwd=cwd, capture_output=True, text=True,
-        env={**os.environ, **(env or {})},
-    )
 
 
 # -- the statuses -------------------------------------------------------------

@@ -6,6 +6,8 @@ from hiraishin_build.errors import ConfigError
 from hiraishin_build.recipe import COMMON_DEFINES, find_recipe, load_recipe, load_recipes
 from hiraishin_build.wheelbuild import pip_wheel_command
 
+from ..helpers import hiraishin
+
 REPO = Path(__file__).resolve().parents[2]
 
 CUDA = '''description = "CUDA 13, sm 9.0"
@@ -102,13 +104,9 @@ def test_a_directory_that_is_not_an_unpacked_sdist_is_refused(tmp_path: Path) ->
 
 
 def test_wheel_cmake_define_must_be_key_value(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from hiraishin_build.cli import cli
-
-    result = CliRunner().invoke(cli, ["wheel", "--recipe", "cpu", "-D", "NOT A DEFINE"])
-    assert result.exit_code == 2
-    assert "'NOT A DEFINE' is not KEY=VALUE" in result.output
+    result = hiraishin("--project", str(REPO), "wheel", "--recipe", "cpu", "-D", "NOT A DEFINE", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "'NOT A DEFINE' is not KEY=VALUE" in result.stderr
 
 
 def test_cuda_wheel_without_the_matching_nvcc_is_refused_up_front(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -187,11 +185,7 @@ def test_a_too_old_minor_is_refused_before_building(tmp_path: Path, monkeypatch:
 
 
 def test_recipes_command_shows_needs_budget_and_label() -> None:
-    import subprocess
-    import sys
-
-    listed = subprocess.run([sys.executable, "-m", "hiraishin_build.cli", "--project", str(REPO), "recipes"],
-                            check=False, capture_output=True, text=True)
+    listed = hiraishin("--project", str(REPO), "recipes", cwd=REPO)
     assert listed.returncode == 0, listed.stderr
     assert "size budget: 15 MB; version label +cpu" in listed.stdout
     assert "CUDA 12 nvcc (12.8 or newer); runs with the [cu12] extra" in listed.stdout  # cu12-sm120

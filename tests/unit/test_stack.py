@@ -10,10 +10,7 @@ from hiraishin_build.stack import apply_stack, check_stack, export_stack, render
 from hiraishin_build.worktree import BACKUP_REF_PREFIX, WorkTree
 
 from ..conftest import StackProject, commit_in_workdir, sh_git
-
-
-def snapshot(directory: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+from ..helpers import dir_snapshot as snapshot
 
 
 # -- apply ------------------------------------------------------------------
