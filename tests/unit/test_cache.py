@@ -104,3 +104,53 @@ def test_normalize_source(tmp_path: Path) -> None:
     assert normalize_source("https://github.com/x/y.git") == "https://github.com/x/y.git"
     with pytest.raises(UpstreamError, match="no such file"):
         normalize_source(str(tmp_path / "absent"))
+
+
+# -- verify and require_complete, offline ---------------------------------------------
+
+def test_verify_a_pin_whose_commit_the_cache_lacks(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    absent = pin.moved_to(pin.ref, "0123456789abcdef0123456789abcdef01234567")
+    with pytest.raises(UpstreamError) as info:
+        cache.verify(absent)
+    assert info.value.message == (f"the upstream cache {cache.git_dir} does not hold the pinned commit "
+                                  "0123456789abcdef0123456789abcdef01234567")
+    assert info.value.hint == "run `hiraishin upstream fetch` (or with --from <mirror>)"
+
+
+def test_verify_a_pin_whose_ref_the_cache_lacks(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    with pytest.raises(UpstreamError) as info:
+        cache.verify(pin.moved_to("b999", pin.commit))
+    assert info.value.message == "the pinned ref 'b999' is not in the upstream cache"
+    assert not isinstance(info.value, PinMismatchError)
+    assert "re-pin to a ref that exists" in info.value.hint
+    cache.verify(pin.moved_to("b101", pin.commit))  # the tag names the commit: fine
+
+
+def test_require_complete_works_offline_and_names_what_is_missing(tmp_path: Path, upstream: Upstream,
+                                                                  cache: UpstreamCache) -> None:
+    from hiraishin_build.sparse import SparseRules
+
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    shutil.rmtree(upstream.path)  # no source: nothing can be fetched now, and nothing is tried
+    cache.require_complete(pin.commit, pin.checkout)
+    # Without the excludes a checkout needs the docs, vocab and web UI files the fetch left out.
+    with pytest.raises(UpstreamError) as info:
+        cache.require_complete(pin.commit, SparseRules(()))
+    assert info.value.message.startswith(f"the upstream cache lacks 3 file(s) of {pin.commit[:12]} (first: ")
+    assert info.value.message.removesuffix(")").rsplit(" ", 1)[1] in {
+        "docs/build.md", "models/ggml-vocab-big.gguf", "tools/server/public/bundle.js"}
+    assert info.value.hint == "run `hiraishin upstream fetch` again to fetch them"
+    with pytest.raises(UpstreamError) as info:
+        # The commit before the pin is in the cache, but its older fattn.cu was never fetched.
+        cache.require_complete(upstream.base, pin.checkout)
+    assert info.value.message == (f"the upstream cache lacks 1 file(s) of {upstream.base[:12]} "
+                                  "(first: ggml/src/ggml-cuda/fattn.cu)")
+    with pytest.raises(UpstreamError) as info:
+        cache.require_complete("0123456789abcdef0123456789abcdef01234567", pin.checkout)
+    assert info.value.message == (f"the upstream cache {cache.git_dir} does not hold commit "
+                                  "0123456789abcdef0123456789abcdef01234567")
