@@ -24,20 +24,10 @@ OLDER = "feature-turboquant-kv-cache-b9075-4f33166"
 # Older still: its vector flash-attention kernel predates the turbo V loops the
 # turbo patch rewrites, so that patch conflicts there and the rest applies.
 OLDEST = "feature-turboquant-kv-cache-b8983-9e3fb40"
+REQUIRED_REFS = (OLDER, OLDEST)
 TURBO_PATCH = "ggml-cuda-turbo-v-loops-over-every-4-element-group-a-thread.patch"
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def real_cache() -> UpstreamCache:
-    pin = Project(REPO_ROOT).pin()
-    cache = UpstreamCache()
-    if not cache.exists() or not cache.store().commit_exists(pin.commit):
-        pytest.skip(f"the upstream cache {cache.git_dir} lacks the pinned commit: run `hiraishin upstream fetch`")
-    if cache.store().resolve(OLDER) is None or cache.store().resolve(OLDEST) is None:
-        pytest.skip(f"the upstream cache {cache.git_dir} lacks the tag {OLDER} or {OLDEST}: run `hiraishin upstream fetch`")
-    return cache
 
 
 @pytest.fixture
