@@ -116,6 +116,9 @@ def main() -> None:
               f"clean {record['clean']['summary']}", flush=True)
         records.append(record)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    if args.out.is_file():  # a run of some faults keeps the records of the others
+        kept = [r for r in json.loads(args.out.read_text())["faults"] if r["fault"] not in args.faults]
+        records = sorted(kept + records, key=lambda r: list(CHECKS).index(r["fault"]))
     document = {
         "name": "tool-fault-checks",
         "commit": commit,

@@ -190,3 +190,32 @@ def test_recipes_command_shows_needs_budget_and_label() -> None:
     assert "size budget: 15 MB; version label +cpu" in listed.stdout
     assert "CUDA 12 nvcc (12.8 or newer); runs with the [cu12] extra" in listed.stdout  # cu12-sm120
     assert "[90-real, 90-virtual]" in listed.stdout and "version label +cu13.sm90" in listed.stdout
+
+
+def test_every_wheel_gets_the_portable_shared_build_defines() -> None:
+    # Shared libraries (one libllama for the tools), backends as modules (a CUDA wheel runs without a GPU),
+    # every CPU variant and no -march=native (any x86-64), no web UI, no network libraries.
+    shared = {"BUILD_SHARED_LIBS": "ON", "GGML_BACKEND_DL": "ON", "GGML_CPU_ALL_VARIANTS": "ON",
+              "GGML_NATIVE": "OFF", "LLAMA_BUILD_WEBUI": "OFF", "LLAMA_CURL": "OFF", "LLAMA_OPENSSL": "OFF"}
+    assert COMMON_DEFINES == shared
+    for recipe in load_recipes(REPO / "recipes"):
+        assert shared.items() <= recipe.cmake_defines().items(), recipe.name
+
+
+@pytest.mark.parametrize(("capability", "major", "oldest"), [
+    ("75", 12, (12, 0)), ("80", 12, (12, 0)), ("86", 12, (12, 0)), ("87", 12, (12, 0)), ("89", 12, (12, 0)),
+    ("90", 12, (12, 0)), ("90a", 12, (12, 0)), ("100", 12, (12, 8)), ("100a", 12, (12, 8)), ("103", 12, (12, 9)),
+    ("120", 12, (12, 8)), ("120a", 12, (12, 8)), ("121", 12, (12, 9)), ("110", 13, (13, 0)), ("120", 13, (13, 0)),
+])
+def test_the_oldest_cuda_for_each_architecture(tmp_path: Path, capability: str, major: int,
+                                               oldest: tuple[int, int]) -> None:
+    from hiraishin_build.recipe import MIN_CUDA
+
+    # NVIDIA's release notes: the first nvcc that builds each architecture.
+    assert MIN_CUDA == {"75": (10, 0), "80": (11, 0), "86": (11, 1), "87": (11, 4), "89": (11, 8), "90": (11, 8),
+                        "90a": (12, 0), "100": (12, 8), "100a": (12, 8), "103": (12, 9), "110": (13, 0),
+                        "120": (12, 8), "120a": (12, 8), "121": (12, 9)}
+    path = tmp_path / f"cu{major}-sm{capability}.toml"
+    path.write_text(f'description = "x"\nbackend = "cuda"\ncuda = {major}\narchitectures = ["{capability}-real"]\n'
+                    f'extra = "cu{major}"\nsize-budget-mb = 100\n')
+    assert load_recipe(path).min_cuda == oldest
