@@ -2,7 +2,7 @@
 
     python3 benchmarks/mutation.py [MODULE ...] [--jobs 2] [--python PY]
 
-Needs mutmut 2.5 (``pip install mutmut==2.5.1``; mutmut 3 runs tests from a
+Needs mutmut 2.5 and coverage (``pip install mutmut==2.5.1 coverage``; mutmut 3 runs tests from a
 copy under ``mutants/`` through trampolines, which the CLI tests that start
 ``python -m hiraishin_build.cli`` in a subprocess would not see).
 
@@ -331,7 +331,7 @@ def main() -> None:
                                          "seconds", "tests")}
     summary.update({key: facts[key] for key in ("machine", "mutmut")})
     summary["goal"] = GOAL
-    summary["rerun"] = "pip install mutmut==2.5.1 && python3 benchmarks/mutation.py [MODULE ...] --jobs 2"
+    summary["rerun"] = "pip install mutmut==2.5.1 coverage && python3 benchmarks/mutation.py [MODULE ...] --jobs 2"
     summary["all_meet_goal"] = all(m["score"] >= GOAL for m in summary["modules"].values())
     summary_path.write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
     if not all(r["score"] >= GOAL for r in records):
