@@ -91,6 +91,10 @@ class IndexResult:
     """Wheels found but not indexed, with why."""
 
     variants_json: Path | None = None
+    """The newest release's variants file."""
+
+    variants_files: tuple[Path, ...] = ()
+    """One variants file per release the site holds, oldest first."""
 
 
 def variant_of(filename: str) -> str | None:
@@ -168,25 +172,31 @@ def _variant_properties(wheels: Iterable[IndexedWheel]) -> dict[str, dict[str, l
         {"nvidia": {"sm_arch": archs}}
 
 
-def write_variants_json(site: Path, variants: dict[str, tuple[IndexedWheel, ...]]) -> Path | None:
-    """``hiraishin_llama-<public version>-variants.json`` at the site root (PEP 825 draft layout)."""
-    labels: dict[str, dict] = {}
-    versions = set()
-    for variant, wheels in sorted(variants.items()):
+def write_variants_json(site: Path, variants: dict[str, tuple[IndexedWheel, ...]]) -> tuple[Path, ...]:
+    """``hiraishin_llama-<public version>-variants.json`` at the site root (PEP 825 draft layout), one per
+    release the site holds (the draft's rule), each from that release's wheels only; oldest first."""
+    by_version: dict[Version, dict[str, list[IndexedWheel]]] = {}
+    for variant, wheels in variants.items():
         for wheel in wheels:
-            versions.add(str(parse_wheel_filename(wheel.filename)[1].public))
-        properties = _variant_properties(wheels)
-        if properties:
-            labels[variant.replace("-", "_")] = properties
-    if not labels or len(versions) != 1:
-        return None  # nothing GPU-specific, or several releases mixed: one file per version is the draft's rule
-    document = {
-        "default-priorities": {"namespace": ["nvidia"]},
-        "variants": labels,
-    }
-    path = site / f"hiraishin_llama-{versions.pop()}-variants.json"
-    atomic_write_bytes(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode())
-    return path
+            public = Version(parse_wheel_filename(wheel.filename)[1].public)
+            by_version.setdefault(public, {}).setdefault(variant, []).append(wheel)
+    written = []
+    for public, per_variant in sorted(by_version.items()):
+        labels: dict[str, dict] = {}
+        for variant, wheels in sorted(per_variant.items()):
+            properties = _variant_properties(wheels)
+            if properties:
+                labels[variant.replace("-", "_")] = properties
+        if not labels:
+            continue  # nothing GPU-specific in this release
+        document = {
+            "default-priorities": {"namespace": ["nvidia"]},
+            "variants": labels,
+        }
+        path = site / f"hiraishin_llama-{public}-variants.json"
+        atomic_write_bytes(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode())
+        written.append(path)
+    return tuple(written)
 
 
 def _link_or_copy(source: str, target: str) -> None:
@@ -258,8 +268,11 @@ def build_index(wheel_dir: Path, site: Path, *, deps_index: str = PYPI) -> Index
             [f'<a href="{name}/simple/">{name}</a>: '
              + html.escape(install_command(listed, f"<this site>/{name}/simple", deps_index))
              for name, listed in variants.items()]))
-        written = write_variants_json(staging, variants)
-        variants_json = site / written.name if written else None
+        variants_files = tuple(site / path.name for path in write_variants_json(staging, variants))
+    newest = max((Version(parse_wheel_filename(w.filename)[1].public) for ws in variants.values() for w in ws),
+                 default=None)
+    variants_json = next((p for p in variants_files if p.name == f"hiraishin_llama-{newest}-variants.json"), None)
     for _, wheel in added:
         get_logger().info("indexed %s under %s/simple", wheel.filename, wheel.variant)
-    return IndexResult(site, variants, tuple(wheel for _, wheel in added), tuple(skipped), variants_json)
+    return IndexResult(site, variants, tuple(wheel for _, wheel in added), tuple(skipped), variants_json,
+                       variants_files)

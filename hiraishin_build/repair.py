@@ -25,6 +25,7 @@ import hashlib
 import io
 import os
 import re
+import shutil
 import sys
 import tempfile
 import zipfile
@@ -255,18 +256,24 @@ def check_size(wheel: Path, recipe: Recipe) -> None:
 
 
 def repair_wheel(wheel: Path, recipe: Recipe, out_dir: Path, *, plat: str | None = None) -> RepairResult:
-    """auditwheel, then the local label, then the checks; the result lands in ``out_dir``."""
+    """auditwheel, then the local label, then the checks; the result lands in ``out_dir``.
+
+    A wheel that fails a check never reaches ``out_dir`` (where `hiraishin index` would publish it).
+    """
     with tempfile.TemporaryDirectory(prefix="hiraishin-repair-") as scratch:
-        repaired = run_auditwheel(wheel, Path(scratch), plat)
-        final = retag(repaired, recipe.variant, out_dir)
-    problems = elf_problems(final)
-    if problems:
-        raise RepairError(f"{final.name} breaks the linking rules:\n  " + "\n  ".join(problems),
-                          hint="see RPATH and --disable-new-dtags in wheels/CMakeLists.txt")
-    _, version, _, tags = parse_wheel_filename(final.name)
-    result = RepairResult(final, str(version), tuple(sorted(str(t) for t in tags)), final.stat().st_size,
-                          grafted_libraries(final))
-    get_logger().info("repaired %s: %s, %.1f MB, grafted: %s", final.name, ", ".join(result.tags),
-                      result.size / 1e6, ", ".join(result.grafted) or "nothing")
-    check_size(final, recipe)
-    return result
+        repaired = run_auditwheel(wheel, Path(scratch) / "auditwheel", plat)
+        labelled = retag(repaired, recipe.variant, Path(scratch) / "labelled")
+        problems = elf_problems(labelled)
+        if problems:
+            raise RepairError(f"{labelled.name} breaks the linking rules:\n  " + "\n  ".join(problems),
+                              hint="see RPATH and --disable-new-dtags in wheels/CMakeLists.txt")
+        _, version, _, tags = parse_wheel_filename(labelled.name)
+        size = labelled.stat().st_size
+        get_logger().info("repaired %s: %s, %.1f MB, grafted: %s", labelled.name,
+                          ", ".join(sorted(str(t) for t in tags)), size / 1e6,
+                          ", ".join(grafted_libraries(labelled)) or "nothing")
+        check_size(labelled, recipe)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        final = out_dir / labelled.name
+        shutil.move(labelled, final)
+    return RepairResult(final, str(version), tuple(sorted(str(t) for t in tags)), size, grafted_libraries(final))

@@ -55,7 +55,14 @@ _AM_ADVICE = re.compile(r"^(?:hint: .*|Patch failed at .*|When you have resolved
                         r"If you prefer to skip this patch.*|To restore the original branch.*)$")
 
 
-def _describe_failure(patch: Path, output: str) -> PatchError:
+def _absent_files(workdir: Path, patch_text: str) -> tuple[str, ...]:
+    """Files the patch changes (not creates) that the work tree does not have: deleted or renamed upstream."""
+    changed = re.findall(r"^--- a/(.+)$", patch_text, re.MULTILINE)
+    return tuple(dict.fromkeys(path for path in changed if not (workdir / path).exists()))
+
+
+def _describe_failure(patch: Path, output: str, conflicted: tuple[str, ...] = (),
+                      absent: tuple[str, ...] = ()) -> PatchError:
     text = patch.read_text(encoding="utf-8", errors="replace")
     corrupt = re.search(r"^(?:error|fatal): (corrupt patch at line \d+|.*patch fragment without header.*)$", output, re.MULTILINE)
     if corrupt:
@@ -64,6 +71,12 @@ def _describe_failure(patch: Path, output: str) -> PatchError:
             hint=restore_hint(patch),
         )
     hunks = failed_hunks(output, text)
+    # `git am --quiet` prints no CONFLICT lines: the files a three-way merge left unmerged say where.
+    hunks += [FailedHunk(name, None, "merge conflict") for name in conflicted if all(h.file != name for h in hunks)]
+    # A three-way fallback for a file the base lacks fails on fetching the patch's base blob instead of
+    # saying so; name the file.
+    hunks += [FailedHunk(name, None, "the file does not exist in the base") for name in absent
+              if all(h.file != name for h in hunks)]
     where = "".join(
         f"\n    {h.file}" + (f" at line {h.line}" if h.line else "") + (f": {h.header}" if h.header else "")
         for h in hunks
@@ -137,11 +150,13 @@ def apply_stack(
     for patch in patches:
         outcome = git.am(workdir, patch.path, three_way=not strict)
         if outcome.returncode != 0:
+            conflicted = tuple(git.unmerged_paths(workdir))
             git.am_abort(workdir)
             # The branch keeps the patches that applied; record it so the
             # next apply does not mistake them for unexported work.
             tree.write_state(WorkState(base=pin.commit, head=tree.head()))
-            error = _describe_failure(patch.path, outcome.output)
+            absent = _absent_files(workdir, patch.path.read_text(encoding="utf-8", errors="replace"))
+            error = _describe_failure(patch.path, outcome.output, conflicted, absent)
             if not scratch:
                 error.message += f"\n  the work tree {workdir} holds the {len(result.applied)} patch(es) before it"
             raise error

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from ..helpers import load_benchmark
+
 REPO = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("compare_plain", REPO / "benchmarks" / "compare_plain.py")
-compare_plain = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(compare_plain)
+compare_plain = load_benchmark("compare_plain")
 
 
 def smoke(path: Path, prints: dict[tuple[str, str, bool], tuple[str, str]], wrap: bool = False) -> Path:

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from ..helpers import load_benchmark
+
 REPO = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("ncu_report", REPO / "benchmarks" / "ncu_report.py")
-ncu_report = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(ncu_report)
+ncu_report = load_benchmark("ncu_report")
 
 HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
           '"Device","CC","Section Name","Metric Name","Metric Unit","Metric Value","Rule Name","Rule Type",'

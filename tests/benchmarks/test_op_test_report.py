@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
+from ..helpers import load_benchmark
+
 REPO = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("op_test_report", REPO / "benchmarks" / "op_test_report.py")
-op_test_report = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(op_test_report)
+op_test_report = load_benchmark("op_test_report")
 
 BACKEND_OPS_LOG = """\
 Testing 2 devices

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
+from ..helpers import load_benchmark
+
 REPO = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("sass_report", REPO / "benchmarks" / "sass_report.py")
-sass_report = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(sass_report)
+sass_report = load_benchmark("sass_report")
 
 SASS = """
 \t\tFunction : _Z6kernelILi16EEvPKv

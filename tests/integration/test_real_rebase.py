@@ -30,20 +30,9 @@ CONFLICTING_ON_OLDER = [
     "speculative-keep-verify-batches-inside-one-256-cell-kv-windo.patch",
     "tests-batch-invariance-of-mul-mat-and-flash-attn-ext-in-test.patch",
 ]
+REQUIRED_REFS = (NEWER, OLDER)
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def real_cache() -> UpstreamCache:
-    pin = Project(REPO_ROOT).pin()
-    cache = UpstreamCache()
-    if not cache.exists() or not cache.store().commit_exists(pin.commit):
-        pytest.skip(f"the upstream cache {cache.git_dir} lacks the pinned commit: run `hiraishin upstream fetch`")
-    refs = cache.refs()
-    if refs.lookup(NEWER) is None or refs.lookup(OLDER) is None:
-        pytest.skip(f"the upstream cache {cache.git_dir} lacks the tag {NEWER} or {OLDER}: run `hiraishin upstream fetch`")
-    return cache
 
 
 @pytest.fixture

@@ -22,20 +22,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def real_cache() -> UpstreamCache:
-    project = Project(REPO_ROOT)
-    pin = project.pin()
-    cache = UpstreamCache()
-    if not cache.exists():
-        pytest.skip(f"no upstream cache at {cache.git_dir}: run `hiraishin upstream fetch` to enable these tests")
-    if not cache.store().commit_exists(pin.commit):
-        pytest.skip(f"the upstream cache {cache.git_dir} lacks the pinned commit {pin.commit}")
-    if cache.missing_blobs(pin.commit, pin.checkout):
-        pytest.skip(f"the upstream cache {cache.git_dir} lacks files of {pin.commit[:12]}: run `hiraishin upstream fetch`")
-    return cache
-
-
 def test_check_passes_quickly(real_cache: UpstreamCache) -> None:
     started = time.monotonic()
     result = check_stack(Project(REPO_ROOT), real_cache)

@@ -82,8 +82,18 @@ def test_source_without_the_pinned_commit(tmp_path: Path, upstream: Upstream, ca
     other.mkdir()
     sh_git(other, "init", "-q")
     sh_git(other, "commit", "-q", "--allow-empty", "-m", "unrelated")
-    with pytest.raises(UpstreamError, match="does not contain the pinned commit"):
-        cache.fetch(str(other), project.pin())
+    pin = project.pin()
+    # Another repository may lack it: it is kept (its tags are what it was fetched for), the pin is not verified.
+    kept = cache.fetch(str(other), pin)
+    assert not kept.has_pin_commit and kept.source.name == "other"
+    with pytest.raises(UpstreamError, match="does not hold the pinned commit"):
+        cache.verify(pin)
+    # The pin's own repository may not: refused, and the cache keeps what it had.
+    before = sh_git(cache.git_dir, "for-each-ref", "--format=%(refname) %(objectname)")
+    with pytest.raises(UpstreamError, match="does not contain the pinned commit") as info:
+        cache.fetch(str(other), pin, name="pins-own", url=pin.url)
+    assert "nothing in the cache changed" in (info.value.hint or "")
+    assert sh_git(cache.git_dir, "for-each-ref", "--format=%(refname) %(objectname)") == before
 
 
 def test_source_lacking_a_needed_blob_names_the_file(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
@@ -281,22 +291,6 @@ def test_a_fetch_that_fails_midway_leaves_the_refs_as_they_were(
     assert "refs/hiraishin/incoming" not in sh_git(cache.git_dir, "for-each-ref")
 
 
-def test_a_source_without_the_pinned_commit_adds_nothing(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
-    pin = make_project(tmp_path / "project", upstream).pin()
-    other = tmp_path / "other"
-    other.mkdir()
-    sh_git(other, "init", "-q")
-    sh_git(other, "commit", "-q", "--allow-empty", "-m", "unrelated")
-    sh_git(other, "tag", "v1")
-    with pytest.raises(UpstreamError, match="no other source in the cache does"):
-        cache.fetch(str(other), pin)
-    assert cache.sources() == [] and sh_git(cache.git_dir, "for-each-ref") == ""
-    # With the pin's repository in the cache, an unrelated source may be added.
-    cache.fetch(str(upstream.path), pin)
-    assert cache.fetch(str(other), pin).has_pin_commit is False
-    cache.verify(pin)
-
-
 def test_file_contents_come_from_the_source_that_has_the_commit(
     tmp_path: Path, upstream: Upstream, fork: Upstream, cache: UpstreamCache,
 ) -> None:
@@ -382,3 +376,53 @@ def test_only_a_local_repository_is_told_its_upload_pack(monkeypatch: pytest.Mon
 )
 def test_the_reason_a_source_is_unreachable(output: str, reason: str) -> None:
     assert cache_module._first_fatal(output) == reason
+
+
+# -- verify and require_complete, offline ---------------------------------------------
+
+def test_verify_a_pin_whose_commit_the_cache_lacks(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    absent = pin.moved_to(pin.ref, "0123456789abcdef0123456789abcdef01234567")
+    with pytest.raises(UpstreamError) as info:
+        cache.verify(absent)
+    assert info.value.message == (f"the upstream cache {cache.git_dir} does not hold the pinned commit "
+                                  "0123456789abcdef0123456789abcdef01234567")
+    assert info.value.hint == "run `hiraishin upstream fetch` (or with --from <mirror>)"
+
+
+def test_verify_a_pin_whose_ref_the_cache_lacks(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    with pytest.raises(UpstreamError) as info:
+        cache.verify(pin.moved_to("b999", pin.commit))
+    assert info.value.message.startswith("the pinned ref 'b999' is not in the upstream cache")
+    assert not isinstance(info.value, PinMismatchError)
+    assert "re-pin to a ref that exists" in info.value.hint
+    cache.verify(pin.moved_to("b101", pin.commit))  # the tag names the commit: fine
+
+
+def test_require_complete_works_offline_and_names_what_is_missing(tmp_path: Path, upstream: Upstream,
+                                                                  cache: UpstreamCache) -> None:
+    from hiraishin_build.sparse import SparseRules
+
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    shutil.rmtree(upstream.path)  # no source: nothing can be fetched now, and nothing is tried
+    cache.require_complete(pin.commit, pin.checkout)
+    # Without the excludes a checkout needs the docs, vocab and web UI files the fetch left out.
+    with pytest.raises(UpstreamError) as info:
+        cache.require_complete(pin.commit, SparseRules(()))
+    assert info.value.message.startswith(f"the upstream cache lacks 3 file(s) of {pin.commit[:12]} (first: ")
+    assert info.value.message.removesuffix(")").rsplit(" ", 1)[1] in {
+        "docs/build.md", "models/ggml-vocab-big.gguf", "tools/server/public/bundle.js"}
+    assert info.value.hint == "run `hiraishin upstream fetch` again to fetch them"
+    with pytest.raises(UpstreamError) as info:
+        # The commit before the pin is in the cache, but its older fattn.cu was never fetched.
+        cache.require_complete(upstream.base, pin.checkout)
+    assert info.value.message == (f"the upstream cache lacks 1 file(s) of {upstream.base[:12]} "
+                                  "(first: ggml/src/ggml-cuda/fattn.cu)")
+    with pytest.raises(UpstreamError) as info:
+        cache.require_complete("0123456789abcdef0123456789abcdef01234567", pin.checkout)
+    assert info.value.message == (f"the upstream cache {cache.git_dir} does not hold commit "
+                                  "0123456789abcdef0123456789abcdef01234567")

@@ -9,12 +9,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import StackProject, Upstream, drop_object, make_project, sh_git
-
-
-def hiraishin(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hiraishin_build.cli", *args], cwd=cwd, capture_output=True, text=True
-    )
+from ..helpers import hiraishin
 
 
 def test_fetch_show_verify(tmp_path: Path, upstream: Upstream, cache) -> None:  # type: ignore[no-untyped-def]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -11,6 +13,8 @@ import pytest
 from hiraishin_build import doctor
 from hiraishin_build.doctor import Environment, Library, Nvcc, Tool
 from hiraishin_build.recipe import find_recipe
+
+from ..helpers import hiraishin, stand_in
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -80,29 +84,72 @@ def test_report_lists_tools_libraries_gpu_and_verdicts() -> None:
         assert expected in text
 
 
-def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    from hiraishin_build import cli
+@pytest.fixture
+def toolkit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A stand-in CUDA 13.0 toolkit (nvcc answering --version and --dryrun, cuBLAS headers and libraries)
+    and an nvidia-smi naming one H200, first on PATH; returns the toolkit's root."""
+    root = tmp_path / "cuda-13.0"
+    target = root / "targets" / "x86_64-linux"
+    for name in ("include/cublas_v2.h", "lib/libcublas.so", "lib/libcublas.so.13", "lib/libcudart.so.13",
+                 "lib/stubs/libcuda.so"):
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        (target / name).write_bytes(b"")
+    stand_in(root / "bin", "nvcc", f"""
+case "$1" in
+  --version) echo "nvcc: NVIDIA (R) Cuda compiler driver"; echo "Cuda compilation tools, release 13.0, V13.0.88" ;;
+  --dryrun) echo '#$ TOP={root}/bin/..' >&2
+            echo '#$ INCLUDES="-I{root}/bin/../targets/x86_64-linux/include"  ' >&2
+            echo '#$ LIBRARIES=  "-L{root}/bin/../targets/x86_64-linux/lib/stubs" "-L{root}/bin/../targets/x86_64-linux/lib"' >&2 ;;
+  *) exit 2 ;;
+esac""")
+    stand_in(tmp_path / "driver", "nvidia-smi", 'echo "NVIDIA H200, 9.0, 580.159.04"')
+    for variable in ("CUDA_HOME", "CUDA_PATH"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(root / "bin"), str(tmp_path / "driver"), os.environ["PATH"]]))
+    return root
 
-    monkeypatch.setattr(sys, "argv", ["hiraishin", "--project", str(REPO), "doctor", *args])
-    try:
-        cli.main()
-        code = 0
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
+
+def test_detection_reads_the_toolkit_its_libraries_and_the_gpu(toolkit: Path) -> None:
+    env = doctor.detect()
+    lib = toolkit / "targets" / "x86_64-linux" / "lib"
+    assert (env.nvcc.path, env.nvcc.version, env.nvcc.major, env.nvcc.minor, env.nvcc.on_path) == \
+        (str(toolkit / "bin" / "nvcc"), "13.0", 13, 0, True)
+    assert env.nvcc.include_dirs == (str(toolkit / "targets" / "x86_64-linux" / "include"),)
+    assert env.nvcc.library_dirs == (str(lib),)  # the stubs directory is left out
+    assert env.cublas_dev == (str(toolkit / "targets" / "x86_64-linux" / "include" / "cublas_v2.h"),
+                              str(lib / "libcublas.so"))
+    found = {library.name: library.paths for library in env.libraries}
+    assert list(found) == ["libcudart", "libcublas", "libcublasLt", "libcuda"]
+    assert str(lib / "libcudart.so.13") in found["libcudart"]
+    assert {str(lib / "libcublas.so"), str(lib / "libcublas.so.13")} <= set(found["libcublas"])
+    assert not any("/stubs/" in path for paths in found.values() for path in paths)
+    assert env.gpus == ("NVIDIA H200, 9.0, 580.159.04",)
 
 
-def test_doctor_command_exit_status(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(doctor, "detect", lambda: machine())
-    code, output = run_cli(monkeypatch, capsys)
-    assert code == 0 and "cu12-sm86   cannot build" in output and "cu13-sm120  can build" in output
-    code, output = run_cli(monkeypatch, capsys, "--recipe", "cu13-sm89")
-    assert code == 0 and "cu13-sm89  can build" in output
-    code, output = run_cli(monkeypatch, capsys, "--recipe", "cu12-sm89")
-    assert code == 11 and "cannot build cu12-sm89" in output and "hint:" in output and "Traceback" not in output
-    code, output = run_cli(monkeypatch, capsys, "--recipe", "cu13-sm91")
-    assert code == 2 and "did you mean" in output
+def test_libraries_are_found_under_cuda_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "cuda"
+    (home / "lib64").mkdir(parents=True)
+    (home / "lib64" / "libcudart.so.12").write_bytes(b"")
+    monkeypatch.setenv("CUDA_HOME", str(home))
+    found = {library.name: library.paths for library in doctor.find_libraries(Nvcc("nvcc"), ("libcudart",))}
+    assert str(home / "lib64" / "libcudart.so.12") in found["libcudart"]
+
+
+def test_doctor_command_exit_status(toolkit: Path) -> None:
+    lib = toolkit / "targets" / "x86_64-linux" / "lib"
+    shown = hiraishin("--project", str(REPO), "doctor", cwd=REPO)
+    assert shown.returncode == 0, shown.stderr
+    assert f"nvcc:          13.0  {toolkit / 'bin' / 'nvcc'}\n" in shown.stdout
+    assert f"libcudart:     {lib / 'libcudart.so.13'}" in shown.stdout
+    assert "GPU:           NVIDIA H200, 9.0, 580.159.04\n" in shown.stdout
+    assert re.search(r"^cu12-sm86 +cannot build", shown.stdout, re.M) and re.search(r"^cu13-sm120 +can build", shown.stdout, re.M)
+    one = hiraishin("--project", str(REPO), "doctor", "--recipe", "cu13-sm89", cwd=REPO)
+    assert one.returncode == 0 and re.search(r"^cu13-sm89 +can build", one.stdout, re.M)
+    refused = hiraishin("--project", str(REPO), "doctor", "--recipe", "cu12-sm89", cwd=REPO)
+    assert refused.returncode == 11 and "cannot build cu12-sm89" in refused.stderr
+    assert "hint:" in refused.stderr and "Traceback" not in refused.stderr
+    unknown = hiraishin("--project", str(REPO), "doctor", "--recipe", "cu13-sm91", cwd=REPO)
+    assert unknown.returncode == 2 and "did you mean" in unknown.stderr
 
 
 def test_detection_runs_here() -> None:
@@ -126,15 +173,9 @@ def test_a_toolkit_without_cublas_development_files_cannot_build_cuda_recipes() 
     assert doctor.check_recipe(recipe("cu13-sm90"), with_cublas).can_build
 
 
-def test_nvcc_search_dirs_come_from_its_dry_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hiraishin_build import proc
-
-    dryrun = ('#$ _NVVM_BRANCH_=nvvm\n#$ TOP=/opt/cuda/bin/..\n'
-              '#$ INCLUDES="-I/opt/cuda/bin/../targets/x86_64-linux/include"  \n'
-              '#$ LIBRARIES=  "-L/opt/cuda/bin/../targets/x86_64-linux/lib/stubs" "-L/opt/cuda/bin/../targets/x86_64-linux/lib"\n')
-    monkeypatch.setattr(proc, "run", lambda *a, **k: proc.Completed(a[0], 0, dryrun, ""))
-    assert doctor._nvcc_search_dirs("/opt/cuda/bin/nvcc") == (
-        ("/opt/cuda/targets/x86_64-linux/include",), ("/opt/cuda/targets/x86_64-linux/lib",))
+def test_nvcc_search_dirs_come_from_its_dry_run(toolkit: Path) -> None:
+    target = str(toolkit / "targets" / "x86_64-linux")
+    assert doctor._nvcc_search_dirs(str(toolkit / "bin" / "nvcc")) == ((f"{target}/include",), (f"{target}/lib",))
 
 
 def test_the_main_job_picks_the_cuda_recipe_this_machine_can_build() -> None:

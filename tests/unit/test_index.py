@@ -17,7 +17,7 @@ import pytest
 from hiraishin_build import index
 from hiraishin_build.index import IndexBuildError, build_index
 
-from .test_repair import PLAIN, make_wheel
+from ..helpers import PLAIN, fresh_venv, hiraishin, make_wheel, pip_install, site_packages
 
 
 def labelled(directory: Path, label: str, build_info: dict | None = None, version: str = "9079.2",
@@ -93,32 +93,22 @@ def test_index_is_additive_and_never_replaces_a_published_wheel(tmp_path: Path, 
         build_index(changed, site)
 
 
-def pip_in_fresh_venv(tmp_path: Path, *args: str) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
-    # --isolated: no user or site pip configuration (extra indexes, find-links) can supply the package.
-    completed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--isolated",
-                                "--disable-pip-version-check", "--no-cache-dir", *args],
-                               check=False, capture_output=True, text=True)
-    return venv, completed
-
-
 def test_pip_installs_the_variant_from_a_file_index(tmp_path: Path, wheels: Path) -> None:
     site = tmp_path / "site"
     build_index(wheels, site)
     url = (site / "cu13-sm90" / "simple").as_uri()
-    venv, completed = pip_in_fresh_venv(tmp_path, "--index-url", url, "hiraishin-llama")
+    venv = fresh_venv(tmp_path / "venv")
+    completed = pip_install(venv, "--index-url", url, "hiraishin-llama")
     assert completed.returncode == 0, completed.stdout + completed.stderr
     shown = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "show", "hiraishin-llama"],
                            capture_output=True, text=True, check=True).stdout
     assert re.search(r"^Version: 9079\.2\+cu13\.sm90$", shown, re.MULTILINE)
-    marker = next((venv / "lib").glob("python3*/site-packages/hiraishin_llama/marker.txt"))
+    marker = site_packages(venv) / "hiraishin_llama" / "marker.txt"
     assert marker.read_text() == "cu13.sm90"
 
 
 def test_index_command(tmp_path: Path, wheels: Path) -> None:
-    completed = subprocess.run([sys.executable, "-m", "hiraishin_build.cli", "index", str(wheels),
-                                "--out", str(tmp_path / "site")], check=False, capture_output=True, text=True)
+    completed = hiraishin("index", str(wheels), "--out", str(tmp_path / "site"), cwd=tmp_path)
     assert completed.returncode == 0, completed.stderr
     assert (f"cu12-sm89    1 wheel(s): pip install hiraishin-llama==9079.2+cu12.sm89 "
             f"--index-url {(tmp_path / 'site').as_uri()}/cu12-sm89/simple --extra-index-url https://pypi.org/simple"
@@ -207,10 +197,89 @@ def test_the_printed_install_command_works_on_a_clean_pip(tmp_path: Path) -> Non
     command = shlex.split(line.split(": ", 1)[1])
     assert command[:2] == ["pip", "install"]
     # As printed, on a pip that reads no configuration: the dependency must come from the printed command.
-    venv, installed = pip_in_fresh_venv(tmp_path, *command[2:])
+    venv = fresh_venv(tmp_path / "venv")
+    installed = pip_install(venv, *command[2:])
     assert installed.returncode == 0, line + "\n" + installed.stdout + installed.stderr
     shown = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list", "--format=freeze"],
                            capture_output=True, text=True, check=True).stdout
     assert "hiraishin-llama==9079.2+cu13.sm90" in shown and "hiraishin-test-dependency==1.0" in shown
     # The local label pins the variant's wheel: a package of that name on the dependency index cannot win.
     assert "hiraishin-llama[cu13]==9079.2+cu13.sm90" in command
+
+
+# -- bad input and a site that holds several releases ---------------------------------
+
+def test_two_different_wheels_of_one_name_are_refused(tmp_path: Path) -> None:
+    first = labelled(tmp_path / "dist" / "a", "cpu", {"recipe": "cpu"})
+    labelled(tmp_path / "dist" / "b", "cpu", {"recipe": "another build"})
+    with pytest.raises(IndexBuildError) as info:
+        build_index(tmp_path / "dist", tmp_path / "site")
+    assert info.value.message == f"two different wheels are named {first.name} under {tmp_path / 'dist'}"
+    assert not list((tmp_path / "site").rglob("index.html"))  # no index lists either
+    # The same bytes twice (a copy under another directory) are one wheel.
+    labelled(tmp_path / "same" / "a", "cpu", {"recipe": "cpu"})
+    labelled(tmp_path / "same" / "b", "cpu", {"recipe": "cpu"})
+    result = build_index(tmp_path / "same", tmp_path / "site")
+    assert [w.filename for w in result.added] == [first.name]
+
+
+def test_a_file_named_like_a_wheel_that_is_not_one_is_refused(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    broken = dist / "hiraishin_llama-9079.2+cpu-py3-none-manylinux_2_35_x86_64.whl"
+    broken.write_text("<html>a download that went wrong</html>\n")
+    with pytest.raises(IndexBuildError) as info:
+        build_index(dist, tmp_path / "site")
+    assert info.value.message.startswith(f"{broken}: not a wheel")
+    with zipfile.ZipFile(broken, "w") as archive:
+        archive.writestr("hiraishin_llama/__init__.py", "")
+    with pytest.raises(IndexBuildError) as info:
+        build_index(dist, tmp_path / "site")
+    assert info.value.message.startswith(f"{broken}: not a wheel")
+    command = hiraishin("index", str(dist), "--out", str(tmp_path / "site"), cwd=tmp_path)
+    assert command.returncode == IndexBuildError.exit_code and "not a wheel" in command.stderr
+    assert "Traceback" not in command.stderr
+
+
+def test_other_files_beside_the_wheels_are_left_alone(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    labelled(dist, "cpu", {"recipe": "cpu"})
+    (dist / "build-cpu.log").write_text("log\n")
+    (dist / "SHA256SUMS").write_text("x\n")
+    (dist / "other_project-1.0-py3-none-any.whl").write_text("not ours\n")
+    result = build_index(dist, tmp_path / "site")
+    assert [w.filename for w in result.added] == ["hiraishin_llama-9079.2+cpu-py3-none-manylinux_2_35_x86_64.whl"]
+    assert result.skipped == ()
+    listed = sorted(p.name for p in (tmp_path / "site" / "cpu" / "simple" / "hiraishin-llama").iterdir())
+    assert listed == ["hiraishin_llama-9079.2+cpu-py3-none-manylinux_2_35_x86_64.whl",
+                      "hiraishin_llama-9079.2+cpu-py3-none-manylinux_2_35_x86_64.whl.metadata", "index.html"]
+
+
+def test_a_site_with_two_releases_has_variant_metadata_for_each(tmp_path: Path, wheels: Path) -> None:
+    site = tmp_path / "site"
+    build_index(wheels, site)
+    before = (site / "hiraishin_llama-9079.2-variants.json").read_bytes()
+    newer = tmp_path / "newer"
+    labelled(newer, "cu13.sm90", {"cuda": "13.1.0", "cuda_architectures": "90-real"}, version="9080.0")
+    labelled(newer, "cu13.sm120", {"cuda": "13.1.0", "cuda_architectures": "120-real"}, version="9080.0")
+    result = build_index(newer, site)
+    assert result.variants_files == (site / "hiraishin_llama-9079.2-variants.json",
+                                     site / "hiraishin_llama-9080.0-variants.json")
+    assert result.variants_json == site / "hiraishin_llama-9080.0-variants.json"
+    # Each release's file describes that release's wheels, and the older one is unchanged.
+    assert (site / "hiraishin_llama-9079.2-variants.json").read_bytes() == before
+    document = json.loads(result.variants_json.read_text())
+    assert document == {"default-priorities": {"namespace": ["nvidia"]},
+                        "variants": {"cu13_sm120": {"nvidia": {"cuda_version_lower_bound": ["13.1"],
+                                                               "sm_arch": ["120_real"]}},
+                                     "cu13_sm90": {"nvidia": {"cuda_version_lower_bound": ["13.1"],
+                                                              "sm_arch": ["90_real"]}}}}
+    shown = hiraishin("index", str(newer), "--out", str(site), cwd=tmp_path)
+    assert f"variant metadata (draft PEP 825): {result.variants_json}" in shown.stdout
+
+
+def test_a_site_of_cpu_wheels_only_has_no_variant_metadata(tmp_path: Path) -> None:
+    labelled(tmp_path / "dist", "cpu", {"recipe": "cpu", "cuda": "", "cuda_architectures": ""})
+    result = build_index(tmp_path / "dist", tmp_path / "site")
+    assert result.variants_json is None and result.variants_files == ()
+    assert not list((tmp_path / "site").glob("*.json"))

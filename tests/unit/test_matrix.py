@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,12 +14,9 @@ from hiraishin_build.errors import ConfigError, MatrixError
 from hiraishin_build.project import Project
 from hiraishin_build.recipe import load_recipes, recipe_paths
 
+from ..helpers import hiraishin
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def hiraishin(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "hiraishin_build.cli", *args], cwd=cwd,
-                          capture_output=True, text=True)
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ from hiraishin_build.tags import Relation, newer_than
 from hiraishin_build.worktree import WorkTree
 
 from ..conftest import StackProject, Upstream, commit_in_workdir, sh_git
+from ..helpers import hiraishin, tree_snapshot
 
 MMVQ = "ggml/src/ggml-cuda/mmvq.cu"
 COMMON = "ggml/src/ggml-cuda/common.cuh"
@@ -91,29 +92,8 @@ def project_snapshot(sp: StackProject) -> dict[str, bytes]:
     return files
 
 
-def tree_snapshot(workdir: Path) -> dict[str, object]:
-    files = {
-        str(p.relative_to(workdir)): p.read_bytes()
-        for p in sorted(workdir.rglob("*")) if p.is_file() and ".git" not in p.relative_to(workdir).parts
-    }
-    return {
-        "files": files,
-        "refs": sh_git(workdir, "for-each-ref", "--format=%(refname) %(objectname)"),
-        "head": sh_git(workdir, "symbolic-ref", "HEAD"),
-        "state": (workdir / ".git" / "hiraishin-state.json").read_bytes(),
-        "status": sh_git(workdir, "status", "--porcelain"),
-    }
-
-
 def statuses(report) -> list[PatchStatus]:  # type: ignore[no-untyped-def]
     return [o.status for o in report.outcomes]
-
-
-def hiraishin(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hiraishin_build.cli", *args], cwd=cwd, capture_output=True, text=True,
-        env={**os.environ, **(env or {})},
-    )
 
 
 # -- the statuses -------------------------------------------------------------
@@ -718,3 +698,120 @@ def test_a_killed_rebase_leaves_no_lock_that_blocks(sp: StackProject) -> None:
     assert holder is not None and "rebase --onto b102" in holder.command
     done = hiraishin("rebase", "--continue", cwd=sp.project.root)
     assert done.returncode == 0, done.stderr
+
+
+# -- the paths around a stopped rebase ------------------------------------------------
+
+def state_file(sp: StackProject) -> Path:
+    return sp.workdir / ".git" / "hiraishin-rebase.json"
+
+
+def test_abort_after_the_pin_moved_puts_the_pin_back(sp: StackProject) -> None:
+    from hiraishin_build.pin import write_pin
+
+    onto = tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    before = project_snapshot(sp)
+    rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    write_pin(sp.project.pin_file, sp.project.pin().moved_to("b102", onto))  # as a finishing rebase writes it
+    result = rebase.abort(sp.project, sp.workdir)
+    assert "recipes/upstream.toml" in result.restored and "patches/" not in result.restored
+    assert project_snapshot(sp) == before
+    assert not rebase.in_progress(sp.workdir)
+
+
+def test_abort_restores_a_deleted_pin(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    before = project_snapshot(sp)
+    rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    sp.project.pin_file.unlink()
+    result = rebase.abort(sp.project, sp.workdir)
+    assert "recipes/upstream.toml" in result.restored
+    assert project_snapshot(sp) == before
+
+
+def test_skip_after_a_committed_resolution_is_refused(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    (sp.workdir / MMVQ).write_text((sp.upstream.path / MMVQ).read_text().replace("(upstream note)", "(both)"))
+    sh_git(sp.workdir, "add", MMVQ)
+    sh_git(sp.workdir, "am", "--continue")
+    head = sh_git(sp.workdir, "rev-parse", "HEAD")
+    with pytest.raises(RebaseError) as info:
+        rebase.skip(sp.project, sp.cache, sp.workdir)
+    assert info.value.message == (f"the work branch has new commits since the rebase stopped at {names(sp)[0]} "
+                                  "(a resolution?)")
+    assert info.value.hint.startswith("`hiraishin rebase --continue` keeps them; to drop the patch anyway, `git reset --hard ")
+    assert rebase.in_progress(sp.workdir) and sh_git(sp.workdir, "rev-parse", "HEAD") == head
+    report = rebase.continue_(sp.project, sp.cache, sp.workdir)  # the resolution is kept
+    assert report.state == "finished" and statuses(report)[0] is PatchStatus.RESOLVED
+
+
+def test_continue_with_nothing_to_continue(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    sh_git(sp.workdir, "am", "--abort")  # the git am session ended by hand, nothing committed
+    with pytest.raises(RebaseStopped) as info:
+        rebase.continue_(sp.project, sp.cache, sp.workdir)
+    assert info.value.message == (f"{names(sp)[0]}: there is no resolution to continue with "
+                                  "(no git am session, no new commit)")
+    assert rebase.in_progress(sp.workdir)
+    result = hiraishin("rebase", "--continue", cwd=sp.project.root)
+    assert result.returncode == RebaseStopped.exit_code and "no resolution to continue with" in result.stderr
+    assert rebase.skip(sp.project, sp.cache, sp.workdir).state == "finished"  # --skip still drops it
+
+
+def test_continue_when_git_am_continue_fails(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    # Resolved by taking upstream's side whole: nothing left to commit, so `git am --continue` fails.
+    sh_git(sp.workdir, "checkout", "HEAD", "--", MMVQ)
+    with pytest.raises(RebaseStopped) as info:
+        rebase.continue_(sp.project, sp.cache, sp.workdir)
+    assert info.value.message.startswith(f"{names(sp)[0]}: git am --continue did not commit the resolution:\n    ")
+    assert "--skip" in info.value.hint
+    assert rebase.in_progress(sp.workdir) and git.am_in_progress(sp.workdir)
+    assert rebase.skip(sp.project, sp.cache, sp.workdir).state == "finished"
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("{not json", "Expecting property name enclosed in double quotes"),
+    ('{"version": 99}', "state version 99, expected 1"),
+    ('{"version": 1}', "'origin'"),
+])
+def test_an_unreadable_rebase_state_is_refused_with_where_the_backup_is(sp: StackProject, text: str,
+                                                                        problem: str) -> None:
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    state_file(sp).write_text(text)
+    for action in (lambda: rebase.continue_(sp.project, sp.cache, sp.workdir),
+                   lambda: rebase.skip(sp.project, sp.cache, sp.workdir), lambda: rebase.abort(sp.project, sp.workdir)):
+        with pytest.raises(RebaseError) as info:
+            action()
+        assert info.value.message.startswith(f"{state_file(sp)}: unreadable rebase state (")
+        assert problem in info.value.message
+        assert info.value.hint == (f"the original patches/ and pin are in {sp.workdir / '.git' / 'hiraishin-rebase'}; "
+                                   f"restore them by hand, then remove {state_file(sp)}")
+    result = hiraishin("rebase", "--abort", cwd=sp.project.root)
+    assert result.returncode == RebaseError.exit_code and "unreadable rebase state" in result.stderr
+    assert "Traceback" not in result.stderr
+    with pytest.raises(RebaseError, match="unreadable rebase state"):  # and a new rebase does not start over it
+        rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+
+
+def test_a_rebase_state_of_another_project_is_refused(sp: StackProject, tmp_path: Path) -> None:
+    from hiraishin_build.project import Project
+
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    other = Project(tmp_path / "other")
+    shutil.copytree(sp.project.root / "recipes", other.root / "recipes")
+    shutil.copytree(sp.project.patches_dir, other.patches_dir)
+    before = tree_snapshot(sp.workdir)
+    for action in (lambda: rebase.continue_(other, sp.cache, sp.workdir),
+                   lambda: rebase.skip(other, sp.cache, sp.workdir), lambda: rebase.abort(other, sp.workdir)):
+        with pytest.raises(RebaseError) as info:
+            action()
+        assert info.value.message == (f"the rebase in progress in {sp.workdir} belongs to the project "
+                                      f"{sp.project.root.resolve()}")
+        assert info.value.hint == f"run the command there (or with --project {sp.project.root.resolve()})"
+    assert tree_snapshot(sp.workdir) == before

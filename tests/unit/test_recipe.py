@@ -6,6 +6,8 @@ from hiraishin_build.errors import ConfigError
 from hiraishin_build.recipe import COMMON_DEFINES, find_recipe, load_recipe, load_recipes
 from hiraishin_build.wheelbuild import pip_wheel_command
 
+from ..helpers import hiraishin
+
 REPO = Path(__file__).resolve().parents[2]
 
 CUDA = '''description = "CUDA 13, sm 9.0"
@@ -102,13 +104,9 @@ def test_a_directory_that_is_not_an_unpacked_sdist_is_refused(tmp_path: Path) ->
 
 
 def test_wheel_cmake_define_must_be_key_value(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from hiraishin_build.cli import cli
-
-    result = CliRunner().invoke(cli, ["wheel", "--recipe", "cpu", "-D", "NOT A DEFINE"])
-    assert result.exit_code == 2
-    assert "'NOT A DEFINE' is not KEY=VALUE" in result.output
+    result = hiraishin("--project", str(REPO), "wheel", "--recipe", "cpu", "-D", "NOT A DEFINE", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "'NOT A DEFINE' is not KEY=VALUE" in result.stderr
 
 
 def test_cuda_wheel_without_the_matching_nvcc_is_refused_up_front(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -187,12 +185,37 @@ def test_a_too_old_minor_is_refused_before_building(tmp_path: Path, monkeypatch:
 
 
 def test_recipes_command_shows_needs_budget_and_label() -> None:
-    import subprocess
-    import sys
-
-    listed = subprocess.run([sys.executable, "-m", "hiraishin_build.cli", "--project", str(REPO), "recipes"],
-                            check=False, capture_output=True, text=True)
+    listed = hiraishin("--project", str(REPO), "recipes", cwd=REPO)
     assert listed.returncode == 0, listed.stderr
     assert "size budget: 15 MB; version label +cpu" in listed.stdout
     assert "CUDA 12 nvcc (12.8 or newer); runs with the [cu12] extra" in listed.stdout  # cu12-sm120
     assert "[90-real, 90-virtual]" in listed.stdout and "version label +cu13.sm90" in listed.stdout
+
+
+def test_every_wheel_gets_the_portable_shared_build_defines() -> None:
+    # Shared libraries (one libllama for the tools), backends as modules (a CUDA wheel runs without a GPU),
+    # every CPU variant and no -march=native (any x86-64), no web UI, no network libraries.
+    shared = {"BUILD_SHARED_LIBS": "ON", "GGML_BACKEND_DL": "ON", "GGML_CPU_ALL_VARIANTS": "ON",
+              "GGML_NATIVE": "OFF", "LLAMA_BUILD_UI": "OFF", "LLAMA_USE_PREBUILT_UI": "OFF", "LLAMA_CURL": "OFF", "LLAMA_OPENSSL": "OFF"}
+    assert COMMON_DEFINES == shared
+    for recipe in load_recipes(REPO / "recipes"):
+        assert shared.items() <= recipe.cmake_defines().items(), recipe.name
+
+
+@pytest.mark.parametrize(("capability", "major", "oldest"), [
+    ("75", 12, (12, 0)), ("80", 12, (12, 0)), ("86", 12, (12, 0)), ("87", 12, (12, 0)), ("89", 12, (12, 0)),
+    ("90", 12, (12, 0)), ("90a", 12, (12, 0)), ("100", 12, (12, 8)), ("100a", 12, (12, 8)), ("103", 12, (12, 9)),
+    ("120", 12, (12, 8)), ("120a", 12, (12, 8)), ("121", 12, (12, 9)), ("110", 13, (13, 0)), ("120", 13, (13, 0)),
+])
+def test_the_oldest_cuda_for_each_architecture(tmp_path: Path, capability: str, major: int,
+                                               oldest: tuple[int, int]) -> None:
+    from hiraishin_build.recipe import MIN_CUDA
+
+    # NVIDIA's release notes: the first nvcc that builds each architecture.
+    assert MIN_CUDA == {"75": (10, 0), "80": (11, 0), "86": (11, 1), "87": (11, 4), "89": (11, 8), "90": (11, 8),
+                        "90a": (12, 0), "100": (12, 8), "100a": (12, 8), "103": (12, 9), "110": (13, 0),
+                        "120": (12, 8), "120a": (12, 8), "121": (12, 9)}
+    path = tmp_path / f"cu{major}-sm{capability}.toml"
+    path.write_text(f'description = "x"\nbackend = "cuda"\ncuda = {major}\narchitectures = ["{capability}-real"]\n'
+                    f'extra = "cu{major}"\nsize-budget-mb = 100\n')
+    assert load_recipe(path).min_cuda == oldest

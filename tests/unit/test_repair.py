@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import base64
-import csv
-import hashlib
-import io
+import dataclasses
 import shutil
 import subprocess
 import zipfile
@@ -14,53 +11,12 @@ from pathlib import Path
 import pytest
 
 from hiraishin_build import repair
+from hiraishin_build.errors import RepairError
 from hiraishin_build.recipe import find_recipe
 
+from ..helpers import EXEC, PLAIN, make_wheel, record_is_consistent
+
 REPO = Path(__file__).resolve().parents[2]
-EXEC = (0o100755 << 16)
-PLAIN = (0o100644 << 16)
-
-
-def make_wheel(directory: Path, files: dict[str, tuple[bytes, int]], version: str = "9079.2",
-               tag: str = "py3-none-linux_x86_64", metadata: str = "") -> Path:
-    """A minimal valid wheel: the given files plus METADATA (with ``metadata`` lines appended),
-    WHEEL and a correct RECORD."""
-    info = f"hiraishin_llama-{version}.dist-info"
-    entries = dict(files)
-    entries.setdefault("hiraishin_llama/__init__.py", (b"", PLAIN))
-    entries.setdefault("hiraishin_llama/_version.py", (f'__version__ = "{version}"\n'.encode(), PLAIN))
-    entries[f"{info}/METADATA"] = (f"Metadata-Version: 2.1\nName: hiraishin-llama\nVersion: {version}\n"
-                                   f"Requires-Python: >=3.10\n{metadata}".encode(), PLAIN)
-    entries[f"{info}/WHEEL"] = (f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {tag}\n".encode(), PLAIN)
-    path = directory / f"hiraishin_llama-{version}-{tag}.whl"
-    directory.mkdir(parents=True, exist_ok=True)
-    rows = []
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, (data, mode) in entries.items():
-            zinfo = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
-            zinfo.external_attr = mode
-            archive.writestr(zinfo, data)
-            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-            rows.append(f"{name},sha256={digest},{len(data)}")
-        archive.writestr(f"{info}/RECORD", "\n".join([*rows, f"{info}/RECORD,,"]) + "\n")
-    return path
-
-
-def record_is_consistent(wheel: Path) -> bool:
-    with zipfile.ZipFile(wheel) as archive:
-        record_name = next(n for n in archive.namelist() if n.endswith(".dist-info/RECORD"))
-        rows = list(csv.reader(io.StringIO(archive.read(record_name).decode())))
-        listed = {row[0] for row in rows}
-        if listed != set(archive.namelist()):
-            return False
-        for name, digest, size in rows:
-            if name == record_name:
-                continue
-            data = archive.read(name)
-            expected = "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-            if digest != expected or int(size) != len(data):
-                return False
-    return True
 
 
 def test_local_version() -> None:
@@ -125,8 +81,21 @@ def elves(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     cc("-o", "norpath.so", "cu.c", *link)
     cc("-o", "noncuda.so", "cu.c", "-Wl,--no-as-needed", "./libcudart.so.13", "-Wl,--disable-new-dtags",
        "-Wl,-rpath,$ORIGIN/../lib")
-    return {name: (work / name).read_bytes() for name in ("good.so", "runpath.so", "norpath.so", "noncuda.so",
-                                                           "libcudart.so.13")}
+    # Libraries that need only libc, as a CPU wheel's are: what auditwheel repairs here for real.
+    (work / "plain.c").write_text("int plain(void) { return 42; }\n")
+    cc("-o", "plain.so", "plain.c", "-Wl,--disable-new-dtags", "-Wl,-rpath,$ORIGIN:$ORIGIN/../lib")
+    cc("-o", "plain-runpath.so", "plain.c", "-Wl,--enable-new-dtags", "-Wl,-rpath,$ORIGIN")
+    cc("-o", "absolute.so", "plain.c", "-Wl,--disable-new-dtags", "-Wl,-rpath,$ORIGIN:/home/builder/llama/build/bin")
+    cc("-o", "noorigin.so", "plain.c", "-Wl,--disable-new-dtags", "-Wl,-rpath,../lib")
+    # One that needs a library of no manylinux policy (found through LD_LIBRARY_PATH): auditwheel grafts it.
+    (work / "extra.c").write_text("int extra(void) { return 7; }\n")
+    cc("-o", "libhiraishinextra.so.1", "-Wl,-soname,libhiraishinextra.so.1", "extra.c")
+    (work / "uses.c").write_text("int extra(void);\nint uses(void) { return extra(); }\n")
+    cc("-o", "uses-extra.so", "uses.c", "-Wl,--no-as-needed", "./libhiraishinextra.so.1", "-Wl,--disable-new-dtags",
+       "-Wl,-rpath,$ORIGIN")
+    names = ("good.so", "runpath.so", "norpath.so", "noncuda.so", "libcudart.so.13", "plain.so", "plain-runpath.so",
+             "absolute.so", "noorigin.so", "uses-extra.so")
+    return {**{name: (work / name).read_bytes() for name in names}, "dir": str(work).encode()}
 
 
 def test_elf_info_reads_needed_and_rpath(elves: dict[str, bytes]) -> None:
@@ -144,6 +113,14 @@ def test_a_correctly_linked_cuda_wheel_passes(tmp_path: Path, elves: dict[str, b
 @pytest.mark.parametrize(
     ("files", "message"),
     [
+        ({"hiraishin_llama/lib/libllama.so": "absolute.so"},
+         "hiraishin_llama/lib/libllama.so: RPATH has an absolute entry (a build machine path): "
+         "$ORIGIN:/home/builder/llama/build/bin"),
+        ({"hiraishin_llama/lib/libllama.so": "noorigin.so"},
+         "hiraishin_llama/lib/libllama.so: RPATH ../lib has no $ORIGIN-relative entry"),
+        ({"hiraishin_llama/lib/libllama.so": "plain-runpath.so"},
+         "hiraishin_llama/lib/libllama.so: has RUNPATH $ORIGIN (LD_LIBRARY_PATH would override it); "
+         "link with --disable-new-dtags"),
         ({"hiraishin_llama/bin/libggml-cuda.so": "runpath.so"}, "has RUNPATH"),
         ({"hiraishin_llama/bin/libggml-cuda.so": "norpath.so"}, "has no RPATH"),
         ({"hiraishin_llama/bin/libggml-cuda.so": "noncuda.so"}, "no RPATH entry points into site-packages/nvidia"),
@@ -163,28 +140,113 @@ def test_linking_rules_are_enforced(tmp_path: Path, elves: dict[str, bytes], fil
     assert any(message in problem for problem in problems), problems
 
 
-def test_build_wheel_repairs_what_pip_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_only_the_wheels_own_libraries_are_held_to_the_rules(tmp_path: Path, elves: dict[str, bytes]) -> None:
+    wheel = make_wheel(tmp_path, {"hiraishin_llama/lib/libllama.so": (elves["plain.so"], PLAIN),
+                                  # grafted by auditwheel: a system library, its RPATH cleared
+                                  "hiraishin_llama.libs/libgomp-a34b3233.so.1.0.0": (elves["norpath.so"], PLAIN),
+                                  "hiraishin_llama/small.bin": (b"\x7fELF", PLAIN)})
+    assert [elf.path for elf in repair.wheel_elves(wheel)] == ["hiraishin_llama/lib/libllama.so",
+                                                              "hiraishin_llama.libs/libgomp-a34b3233.so.1.0.0"]
+    assert repair.elf_problems(wheel) == []
+
+
+# -- the whole repair, with a real auditwheel ---------------------------------------
+
+def cpu_recipe(**changes: object):  # type: ignore[no-untyped-def]
+    return dataclasses.replace(find_recipe(REPO / "recipes", "cpu"), **changes)
+
+
+def test_repair_wheel_labels_tags_and_checks_a_real_wheel(tmp_path: Path, elves: dict[str, bytes]) -> None:
+    wheel = make_wheel(tmp_path / "in", {"hiraishin_llama/lib/libllama.so": (elves["plain.so"], PLAIN),
+                                         "hiraishin_llama/bin/tool": (b"#!/bin/sh\n", EXEC)})
+    result = repair.repair_wheel(wheel, cpu_recipe(), tmp_path / "out")
+    assert result.version == "9079.2+cpu"
+    assert result.tags and all(tag.startswith("py3-none-manylinux") and tag.endswith("_x86_64") for tag in result.tags)
+    assert result.path.parent == tmp_path / "out" and result.path.name.startswith("hiraishin_llama-9079.2+cpu-py3-none-manylinux")
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [result.path.name]
+    assert result.size == result.path.stat().st_size and result.grafted == ()
+    assert record_is_consistent(result.path) and repair.elf_problems(result.path) == []
+    with zipfile.ZipFile(result.path) as archive:
+        assert archive.read("hiraishin_llama/lib/libllama.so") == elves["plain.so"]  # nothing to graft: untouched
+        assert archive.getinfo("hiraishin_llama/bin/tool").external_attr >> 16 == 0o100755
+
+
+@pytest.mark.parametrize(("library", "problem"), [
+    ("plain-runpath.so", "hiraishin_llama/lib/libllama.so: has RUNPATH $ORIGIN"),
+    ("absolute.so", "hiraishin_llama/lib/libllama.so: RPATH has an absolute entry"),
+    ("noorigin.so", "hiraishin_llama/lib/libllama.so: RPATH ../lib has no $ORIGIN-relative entry"),
+])
+def test_repair_refuses_a_wheel_that_breaks_the_linking_rules(tmp_path: Path, elves: dict[str, bytes], library: str,
+                                                              problem: str) -> None:
+    wheel = make_wheel(tmp_path / "in", {"hiraishin_llama/lib/libllama.so": (elves[library], PLAIN)})
+    with pytest.raises(RepairError) as info:
+        repair.repair_wheel(wheel, cpu_recipe(), tmp_path / "out")
+    assert info.value.message.startswith("hiraishin_llama-9079.2+cpu-py3-none-manylinux")
+    assert f"breaks the linking rules:\n  {problem}" in info.value.message
+    assert info.value.hint == "see RPATH and --disable-new-dtags in wheels/CMakeLists.txt"
+    assert not list((tmp_path / "out").glob("*.whl"))  # nothing left for `hiraishin index` to publish
+
+
+def test_repair_refuses_a_wheel_over_its_size_budget(tmp_path: Path, elves: dict[str, bytes]) -> None:
+    wheel = make_wheel(tmp_path / "in", {"hiraishin_llama/lib/libllama.so": (elves["plain.so"], PLAIN)})
+    fits = repair.repair_wheel(wheel, cpu_recipe(), tmp_path / "fits")
+    budget = (fits.size - 1) / 1e6  # one byte too small
+    with pytest.raises(repair.SizeBudgetExceeded) as info:
+        repair.repair_wheel(wheel, cpu_recipe(size_budget_mb=budget), tmp_path / "out")
+    assert info.value.exit_code == 12
+    assert info.value.message == f"{fits.path.name} is {fits.size / 1e6:.1f} MB, over the cpu budget of {budget:g} MB"
+    assert not list((tmp_path / "out").glob("*.whl"))
+    exact = repair.repair_wheel(wheel, cpu_recipe(size_budget_mb=fits.size / 1e6), tmp_path / "exact")
+    assert exact.size == fits.size  # a wheel of exactly the budget passes
+
+
+def test_auditwheel_grafts_what_no_manylinux_policy_allows(tmp_path: Path, elves: dict[str, bytes],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LD_LIBRARY_PATH", elves["dir"].decode())
+    wheel = make_wheel(tmp_path / "in", {"hiraishin_llama/lib/libuses.so": (elves["uses-extra.so"], PLAIN)})
+    repaired = repair.run_auditwheel(wheel, tmp_path / "out")
+    assert repaired.parent == tmp_path / "out" and "manylinux" in repaired.name
+    grafted = repair.grafted_libraries(repaired)
+    assert len(grafted) == 1 and grafted[0].startswith("libhiraishinextra-") and grafted[0].endswith(".so.1")
+    result = repair.repair_wheel(wheel, cpu_recipe(), tmp_path / "final")
+    assert result.grafted == grafted
+    (elf,) = [e for e in repair.wheel_elves(result.path) if e.path == "hiraishin_llama/lib/libuses.so"]
+    assert any(entry.startswith("$ORIGIN") and entry.endswith("hiraishin_llama.libs") for entry in elf.rpath), elf
+
+
+def test_run_auditwheel_fails_loudly(tmp_path: Path) -> None:
+    from hiraishin_build.errors import CommandError
+
+    pure = make_wheel(tmp_path / "in", {})  # no compiled code: auditwheel refuses it
+    with pytest.raises((CommandError, RepairError)) as info:
+        repair.run_auditwheel(pure, tmp_path / "out")
+    assert pure.name in info.value.message
+    assert not list((tmp_path / "out").glob("*.whl"))
+
+
+def test_build_wheel_repairs_what_pip_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           elves: dict[str, bytes]) -> None:
+    """pip (a stand-in: a real build takes minutes) writes a wheel; the real repair labels and checks it."""
     from hiraishin_build import proc, wheelbuild
 
     sdist = tmp_path / "hiraishin_llama-9079.2.tar.gz"
     sdist.write_bytes(b"")
     recipe = find_recipe(REPO / "recipes", "cpu")
     out = tmp_path / "out"
+    commands = []
 
-    def fake_pip(command, *, log_path, **_):  # type: ignore[no-untyped-def]
+    def pip_stand_in(command, *, log_path, **_):  # type: ignore[no-untyped-def]
+        commands.append(command)
         log_path.write_text("built\n")
-        make_wheel(Path(command[command.index("--wheel-dir") + 1]), {})
+        make_wheel(Path(command[command.index("--wheel-dir") + 1]),
+                   {"hiraishin_llama/lib/libllama.so": (elves["plain.so"], PLAIN)})
 
-    calls = []
-
-    def fake_repair(wheel: Path, recipe_, out_dir: Path, **_):  # type: ignore[no-untyped-def]
-        calls.append((wheel, recipe_.name, out_dir))
-        final = repair.retag(wheel, recipe_.variant, out_dir)
-        return repair.RepairResult(final, "9079.2+cpu", ("py3-none-manylinux_2_35_x86_64",), final.stat().st_size, ())
-
-    monkeypatch.setattr(proc, "run_logged", fake_pip)
-    monkeypatch.setattr(repair, "repair_wheel", fake_repair)
+    monkeypatch.setattr(proc, "run_logged", pip_stand_in)
     result = wheelbuild.build_wheel(sdist, recipe, out, build_dir=tmp_path / "build")
-    assert calls == [(out / "unrepaired" / "hiraishin_llama-9079.2-py3-none-linux_x86_64.whl", "cpu", out)]
-    assert result.path == out / "hiraishin_llama-9079.2+cpu-py3-none-linux_x86_64.whl"
-    assert result.version == "9079.2+cpu" and result.unrepaired == calls[0][0]
+    assert commands[0][1:5] == ["-m", "pip", "wheel", "--no-deps"] and commands[0][-1] == str(sdist)
+    unrepaired = out / "unrepaired" / "hiraishin_llama-9079.2-py3-none-linux_x86_64.whl"
+    assert result.unrepaired == unrepaired and unrepaired.is_file()
+    assert result.path.parent == out and result.path.name.startswith("hiraishin_llama-9079.2+cpu-py3-none-manylinux")
+    assert result.version == "9079.2+cpu" and result.size == result.path.stat().st_size
+    assert result.log == out / "build-cpu.log"
+    assert all(tag.startswith("py3-none-manylinux") for tag in result.tags)

@@ -2,6 +2,7 @@ import hashlib
 import json
 import shutil
 import tarfile
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,16 @@ def test_sdist_is_reproducible(wheel_project: StackProject, tmp_path: Path) -> N
     second = build_sdist(project, cache, tmp_path / "two")
     assert first.path.name == second.path.name == f"hiraishin_llama-{first.version}.tar.gz"
     assert first.sha256 == second.sha256 == hashlib.sha256(second.path.read_bytes()).hexdigest()
+    # Same bytes on another day too: nothing in the tarball or its gzip header depends on the clock.
+    raw = first.path.read_bytes()
+    assert raw[:4] == b"\x1f\x8b\x08\x00"  # gzip, deflate, no flags (so no file name)
+    assert raw[4:8] == b"\x00\x00\x00\x00"  # MTIME: none
+    with tarfile.open(first.path) as tar:
+        members = tar.getmembers()
+    assert members and {m.mtime for m in members} == {315532800}  # 1980-01-01, the earliest a zip can hold
+    assert {(m.uid, m.gid, m.uname, m.gname) for m in members} == {(0, 0, "", "")}
+    assert [m.name for m in members] == sorted(m.name for m in members)
+    assert {oct(m.mode) for m in members if m.isfile()} <= {"0o644", "0o755"}
 
 
 def test_sdist_contents(wheel_project: StackProject, tmp_path: Path) -> None:
@@ -50,21 +61,61 @@ def test_sdist_contents(wheel_project: StackProject, tmp_path: Path) -> None:
     assert f"{root}/llama.cpp/models/ggml-vocab-big.gguf" not in names
     assert f"{root}/llama.cpp/models/templates/chat.jinja" in names
     assert all(m.mtime == members[0].mtime and m.uid == 0 and m.uname == "" for m in members)
+    assert result.version == f"101.{real_stack_revision()}"  # the synthetic pin is tag b101
     assert version_py == f'__version__ = "{result.version}"\n'
+    assert result.files == len([m for m in members if not m.isdir()])
     assert stack["upstream"]["commit"] == wheel_project.upstream.commit
     assert [p["subject"] for p in stack["patches"]] == ["mmvq: batch-invariant block 20", "common: declare the switch"]
+
+
+def real_stack_revision() -> int:
+    """The stack revision wheels/pyproject.toml states, read here without the tool."""
+    return tomllib.loads((REPO / "wheels" / "pyproject.toml").read_text())["tool"]["hiraishin"]["stack-revision"]
 
 
 def test_version_comes_from_the_pin_and_the_stack_revision(wheel_project: StackProject) -> None:
     from hiraishin_build.pin import UpstreamPin
 
     project = wheel_project.project
+    revision = real_stack_revision()
     pin = UpstreamPin("u", "feature-turboquant-kv-cache-b9079-69d8e4b", "a" * 40)
     assert upstream_build_number(pin) == 9079
-    assert wheel_version(project, pin) == f"9079.{stack_revision(project)}"
-    assert stack_revision(project) >= 1
-    with pytest.raises(ConfigError, match="no upstream build number"):
-        upstream_build_number(UpstreamPin("u", "main", "a" * 40))
+    assert stack_revision(project) == revision
+    assert wheel_version(project, pin) == f"9079.{revision}"
+    assert upstream_build_number(UpstreamPin("u", "b101", "a" * 40)) == 101
+    assert upstream_build_number(UpstreamPin("u", "release-b7-x", "a" * 40)) == 7
+    with pytest.raises(ConfigError, match="no upstream build number") as info:
+        upstream_build_number(UpstreamPin("u", "main", "a" * 40, source=Path("recipes/upstream.toml")))
+    assert info.value.message == "recipes/upstream.toml: the ref 'main' carries no upstream build number (like b9079)"
+    for ref in ("ab9079", "b9079x", "b-9079"):
+        with pytest.raises(ConfigError):
+            upstream_build_number(UpstreamPin("u", ref, "a" * 40))
+
+
+@pytest.mark.parametrize("value", [0, 6, 17])
+def test_stack_revision_is_the_one_in_the_wheel_project(tmp_path: Path, value: int) -> None:
+    from hiraishin_build.pin import UpstreamPin
+    from hiraishin_build.project import Project
+
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "wheels" / "pyproject.toml").write_text(f"[tool.hiraishin]\nstack-revision = {value}\n")
+    project = Project(tmp_path)
+    assert stack_revision(project) == value
+    assert wheel_version(project, UpstreamPin("u", "x-b9079-y", "a" * 40)) == f"9079.{value}"
+
+
+@pytest.mark.parametrize("table", ["", "[tool.hiraishin]\n", "[tool.hiraishin]\nstack-revision = -1\n",
+                                   '[tool.hiraishin]\nstack-revision = "6"\n', "[tool.hiraishin]\nstack-revision = 6.0\n"])
+def test_a_missing_or_bad_stack_revision_is_refused(tmp_path: Path, table: str) -> None:
+    from hiraishin_build.project import Project
+
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "wheels" / "pyproject.toml").write_text(table)
+    with pytest.raises(ConfigError) as info:
+        stack_revision(Project(tmp_path))
+    assert info.value.message == f"{tmp_path / 'wheels' / 'pyproject.toml'}: [tool.hiraishin] stack-revision must be a " \
+                              "non-negative integer"
+    assert info.value.hint.startswith("it is the second part of the wheel version")
 
 
 def test_sdist_without_a_patch_for_fault_builds(wheel_project: StackProject, tmp_path: Path) -> None:

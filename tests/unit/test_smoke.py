@@ -13,7 +13,7 @@ import pytest
 from hiraishin_build.errors import SmokeFailed
 from hiraishin_build.smoke import smoke_wheel, user_requirement
 
-from .test_repair import PLAIN, make_wheel
+from ..helpers import PLAIN, make_wheel
 
 # A stand-in for the package: `hiraishin-llama --version` and a smoke test whose
 # verdict comes from the wheel (so a failing smoke test can be built too).

@@ -1,4 +1,6 @@
 import shutil
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -6,14 +8,14 @@ import pytest
 from hiraishin_build import git
 from hiraishin_build.errors import CheckFailed, ConfigError, PatchError, WorkTreeError
 from hiraishin_build.series import read_series
-from hiraishin_build.stack import apply_stack, check_stack, export_stack, render_patches
+from hiraishin_build.stack import FailedHunk, apply_stack, check_stack, export_stack, failed_hunks, render_patches
 from hiraishin_build.worktree import BACKUP_REF_PREFIX, WorkTree
 
 from ..conftest import StackProject, commit_in_workdir, sh_git
+from ..helpers import dir_snapshot as snapshot
 
-
-def snapshot(directory: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+MMVQ = "ggml/src/ggml-cuda/mmvq.cu"
+COMMON = "ggml/src/ggml-cuda/common.cuh"
 
 
 # -- apply ------------------------------------------------------------------
@@ -130,6 +132,115 @@ def test_non_applying_patch_names_patch_file_and_hunk(stack_project: StackProjec
     assert WorkTree(tmp_path / "wd").uncommitted_changes() == []
     assert sh_git(tmp_path / "wd", "log", "--format=%s", "-1") == "mmvq: batch-invariant block 20"
     assert "holds the 1 patch(es) before it" in message
+
+
+def move_pin_to_new_upstream(sp: StackProject, change: Callable[[Path], None], tag: str) -> None:
+    """Commit ``change`` on the upstream, tag it, fetch it, and move the pin there."""
+    from hiraishin_build.pin import write_pin
+
+    repo = sp.upstream.path
+    change(repo)
+    sh_git(repo, "add", "-A")
+    sh_git(repo, "commit", "-q", "-m", f"upstream {tag}")
+    sh_git(repo, "tag", "-a", "-m", tag, tag)
+    pin = sp.project.pin().moved_to(tag, sh_git(repo, "rev-parse", f"{tag}^{{commit}}"))
+    write_pin(sp.project.pin_file, pin)
+    sp.cache.fetch(str(repo), pin)
+
+
+def test_a_conflicting_patch_names_the_file_the_merge_left_unmerged(stack_project: StackProject,
+                                                                     tmp_path: Path) -> None:
+    # Upstream rewrote the lines the second patch's hunk touches: the three-way merge conflicts.
+    move_pin_to_new_upstream(stack_project, lambda repo: (repo / COMMON).write_text("int helper_29(int);\n"), "b102")
+    with pytest.raises(PatchError) as info:
+        apply_stack(stack_project.project, stack_project.cache, tmp_path / "wd")
+    message = info.value.message
+    name = read_series(stack_project.project.patches_dir).names[1]
+    assert message.startswith(f"{name} does not apply; failing files and hunks:\n    {COMMON}")
+    assert f"\n    {COMMON}: merge conflict\n" in message
+    assert "holds the 1 patch(es) before it" in message
+
+
+def test_a_patch_to_a_file_upstream_deleted(stack_project: StackProject, tmp_path: Path) -> None:
+    move_pin_to_new_upstream(stack_project, lambda repo: (repo / MMVQ).unlink(), "b102")
+    with pytest.raises(PatchError) as info:
+        apply_stack(stack_project.project, stack_project.cache, tmp_path / "wd")
+    first = read_series(stack_project.project.patches_dir).names[0]
+    assert info.value.message.startswith(f"{first} does not apply; failing files and hunks:\n"
+                                         f"    {MMVQ}: the file does not exist in the base\n")
+    assert "holds the 0 patch(es) before it" in info.value.message
+
+
+def test_a_patch_follows_a_file_upstream_renamed(stack_project: StackProject, tmp_path: Path) -> None:
+    renamed = MMVQ.replace("mmvq.cu", "mmvq-renamed.cu")
+    move_pin_to_new_upstream(stack_project, lambda repo: (repo / MMVQ).rename(repo / renamed), "b102")
+    result = apply_stack(stack_project.project, stack_project.cache, tmp_path / "wd")  # the three-way merge
+    assert len(result.applied) == 2
+    assert "block 20, batch-invariant" in (tmp_path / "wd" / renamed).read_text()
+    assert not (tmp_path / "wd" / MMVQ).exists()
+
+
+def git_am_output(tmp_path: Path, base: dict[str, str], patched: dict[str, str], upstream: dict[str, str | None],
+                  *, three_way: bool) -> tuple[str, str]:
+    """The real output of `git am` (not --quiet) applying a patch made from ``base`` -> ``patched`` onto
+    ``base`` changed by ``upstream`` (None deletes a file); and the patch's text."""
+    repo = tmp_path / f"am-{'3way' if three_way else 'plain'}"
+    repo.mkdir()
+    sh_git(repo, "init", "-q", "--initial-branch=main")
+    for name, text in base.items():
+        (repo / name).write_text(text)
+    sh_git(repo, "add", "-A")
+    sh_git(repo, "commit", "-q", "-m", "base")
+    sh_git(repo, "checkout", "-q", "-b", "patched")
+    for name, text in patched.items():
+        (repo / name).write_text(text)
+    sh_git(repo, "commit", "-q", "-am", "the patch")
+    patch = repo / "the.patch"
+    patch.write_text(sh_git(repo, "format-patch", "--stdout", "--full-index", "main") + "\n")
+    sh_git(repo, "checkout", "-q", "main")
+    for name, text in upstream.items():
+        if text is None:
+            (repo / name).unlink()
+        else:
+            (repo / name).write_text(text)
+    sh_git(repo, "add", "-A")
+    sh_git(repo, "commit", "-q", "-m", "upstream")
+    completed = subprocess.run(["git", "-C", str(repo), "am", "--3way" if three_way else "--no-3way", str(patch)],
+                               capture_output=True, text=True)
+    assert completed.returncode != 0
+    return completed.stdout + completed.stderr, patch.read_text()
+
+
+LINES = "".join(f"line {i}\n" for i in range(1, 21))
+
+
+def test_failed_hunks_names_the_line_and_hunk_from_git_output(tmp_path: Path) -> None:
+    output, patch = git_am_output(tmp_path, {"a.c": LINES}, {"a.c": LINES.replace("line 10\n", "line ten\n")},
+                                  {"a.c": LINES.replace("line 9\n", "line nine\n")}, three_way=False)
+    assert "error: patch failed: a.c:7" in output
+    assert failed_hunks(output, patch) == [FailedHunk("a.c", 7, "@@ -7,7 +7,7 @@ line 6")]
+
+
+def test_failed_hunks_reads_conflict_lines(tmp_path: Path) -> None:
+    files = ({"a.c": LINES, "b.c": LINES},
+             {"a.c": LINES.replace("line 10\n", "line ten\n"), "b.c": LINES.replace("line 3\n", "line three\n")},
+             {"a.c": LINES.replace("line 10\n", "line TEN\n"), "b.c": LINES.replace("line 3\n", "line THREE\n")})
+    merged, patch = git_am_output(tmp_path, *files, three_way=True)
+    assert "CONFLICT (content): Merge conflict in a.c" in merged
+    assert failed_hunks(merged, patch) == [FailedHunk("b.c", None, None), FailedHunk("a.c", None, None)]
+    # After a failed plain apply (line and hunk named), a conflict in the same file adds nothing.
+    plain, _ = git_am_output(tmp_path, *files, three_way=False)
+    assert failed_hunks(plain + merged, patch) == [FailedHunk("a.c", 7, "@@ -7,7 +7,7 @@ line 6"),
+                                                   FailedHunk("b.c", 1, "@@ -1,6 +1,6 @@")]
+
+
+def test_failed_hunks_names_a_file_the_base_lacks(tmp_path: Path) -> None:
+    output, patch = git_am_output(tmp_path, {"a.c": LINES, "keep.c": "x\n"},
+                                  {"a.c": LINES.replace("line 10\n", "line ten\n")},
+                                  {"a.c": None}, three_way=False)
+    assert "a.c: does not exist in index" in output or "a.c: No such file or directory" in output
+    assert failed_hunks(output, patch) == [FailedHunk("a.c", None, "the file does not exist in the base")]
+    assert failed_hunks("", patch) == []
 
 
 # -- export -----------------------------------------------------------------

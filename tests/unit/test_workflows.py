@@ -6,8 +6,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,8 @@ from hiraishin_build import workflows
 from hiraishin_build.errors import WorkflowLintFailed, WorkflowsOutOfSync
 from hiraishin_build.project import Project
 from hiraishin_build.recipe import recipe_paths
+
+from ..helpers import hiraishin
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = sorted((REPO / "ci" / "workflows").glob("*.yml"))
@@ -40,11 +40,6 @@ def commands(run: str) -> list[list[str]]:
     """The commands of a run: block, one per line (continuations joined), as words."""
     joined = run.replace("\\\n", " ")
     return [shlex.split(line) for line in joined.splitlines() if line.strip() and not line.strip().startswith("#")]
-
-
-def hiraishin(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "hiraishin_build.cli", *args], cwd=cwd,
-                          capture_output=True, text=True)
 
 
 def test_the_four_workflows_exist() -> None:

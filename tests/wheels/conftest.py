@@ -3,6 +3,15 @@
 Tests that run compiled tools find them through HIRAISHIN_LLAMA_BIN_DIR (a
 directory holding llama-quantize and hiraishin-replay) and are skipped when
 it is not set.
+
+Tests of a built CPU wheel take it from one variable per kind of wheel, and
+skip, saying so, without one:
+
+- HIRAISHIN_CPU_WHEEL: the repaired, labelled wheel users install
+  (``hiraishin_llama-<version>+cpu-...manylinux...whl``; default: the newest in
+  dist/wheels/cpu/ from `hiraishin wheel --recipe cpu`);
+- HIRAISHIN_CPU_WHEEL_UNREPAIRED: what ``pip wheel`` wrote before repair
+  (default: the newest in dist/wheels/cpu/unrepaired/).
 """
 
 from __future__ import annotations
@@ -14,7 +23,8 @@ from pathlib import Path
 import pytest
 
 # Run against the source tree when the package is not installed.
-_WHEELS_DIR = Path(__file__).resolve().parents[2] / "wheels"
+REPO = Path(__file__).resolve().parents[2]
+_WHEELS_DIR = REPO / "wheels"
 try:
     import hiraishin_llama  # noqa: F401
 except ImportError:
@@ -56,3 +66,30 @@ def replay_tool() -> Path:
 def tokenize_tool() -> Path:
     """llama-tokenize from HIRAISHIN_LLAMA_BIN_DIR; skips the test when absent."""
     return _require_tool("llama-tokenize")
+
+
+def _built_wheel(variable: str, directory: Path, *, labelled: bool) -> Path:
+    explicit = os.environ.get(variable)
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            pytest.fail(f"{variable}={explicit} is not a file")
+        return path
+    found = sorted(p for p in directory.glob("hiraishin_llama-*.whl") if ("+" in p.name) == labelled)
+    if not found:
+        pytest.skip(f"no {'repaired' if labelled else 'unrepaired'} CPU wheel in {directory}: build one with "
+                    f"`hiraishin wheel --recipe cpu` or set {variable}")
+    return found[-1]
+
+
+@pytest.fixture(scope="session")
+def cpu_wheel() -> Path:
+    """The repaired CPU wheel (HIRAISHIN_CPU_WHEEL, or dist/wheels/cpu/); skips the test when absent."""
+    return _built_wheel("HIRAISHIN_CPU_WHEEL", REPO / "dist" / "wheels" / "cpu", labelled=True)
+
+
+@pytest.fixture(scope="session")
+def unrepaired_cpu_wheel() -> Path:
+    """pip's CPU wheel before repair (HIRAISHIN_CPU_WHEEL_UNREPAIRED, or dist/wheels/cpu/unrepaired/)."""
+    return _built_wheel("HIRAISHIN_CPU_WHEEL_UNREPAIRED", REPO / "dist" / "wheels" / "cpu" / "unrepaired",
+                        labelled=False)

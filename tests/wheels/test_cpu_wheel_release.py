@@ -1,13 +1,13 @@
 """The real CPU wheel, repaired and labelled as `hiraishin wheel` does it.
 
-Needs a built CPU wheel (HIRAISHIN_CPU_WHEEL, or dist/wheels/cpu/ from
-`hiraishin wheel --recipe cpu`); skips, saying so, otherwise. The wheel is
+Needs the CPU wheel as pip wrote it, before repair (HIRAISHIN_CPU_WHEEL_UNREPAIRED,
+or dist/wheels/cpu/unrepaired/ from `hiraishin wheel --recipe cpu`: see conftest.py);
+skips, saying so, otherwise. The wheel is
 copied first: nothing under dist/ is touched.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import zipfile
 from pathlib import Path
@@ -16,25 +16,14 @@ import pytest
 
 from hiraishin_build import repair
 from hiraishin_build.recipe import find_recipe
+from tests.helpers import fresh_venv, pip_install
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def built_cpu_wheel() -> Path:
-    explicit = os.environ.get("HIRAISHIN_CPU_WHEEL")
-    if explicit:
-        return Path(explicit)
-    # The unrepaired wheel pip wrote (unrepaired/ since repair is part of the build), or an older plain one.
-    found = sorted((REPO / "dist" / "wheels" / "cpu" / "unrepaired").glob("hiraishin_llama-*.whl")) + sorted(
-        p for p in (REPO / "dist" / "wheels" / "cpu").glob("hiraishin_llama-*.whl") if "+" not in p.name)
-    if not found:
-        pytest.skip("no CPU wheel: build one with `hiraishin wheel --recipe cpu` or set HIRAISHIN_CPU_WHEEL")
-    return found[-1]
-
-
 @pytest.fixture(scope="module")
-def repaired(tmp_path_factory: pytest.TempPathFactory) -> repair.RepairResult:
-    source = built_cpu_wheel()
+def repaired(tmp_path_factory: pytest.TempPathFactory, unrepaired_cpu_wheel: Path) -> repair.RepairResult:
+    source = unrepaired_cpu_wheel
     work = tmp_path_factory.mktemp("release")
     copy = work / "in" / source.name
     copy.parent.mkdir()
@@ -80,12 +69,9 @@ def test_pip_installs_the_repaired_wheel_from_its_file_index(repaired: repair.Re
                     + downloaded.stderr[-500:])
     for copy in deps.glob("hiraishin_llama-*.whl"):
         copy.unlink()
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
-    install = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "--isolated", "--disable-pip-version-check",
-         "--no-cache-dir", "--index-url", (site / "cpu" / "simple").as_uri(), "--find-links", str(deps),
-         "hiraishin-llama"], check=False, capture_output=True, text=True)
+    venv = fresh_venv(tmp_path / "venv")
+    install = pip_install(venv, "--index-url", (site / "cpu" / "simple").as_uri(), "--find-links", str(deps),
+                          "hiraishin-llama")
     assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-2000:]
     version = subprocess.run([str(venv / "bin" / "hiraishin-llama"), "--version"], capture_output=True, text=True,
                              check=True).stdout

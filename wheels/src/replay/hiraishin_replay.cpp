@@ -23,6 +23,7 @@
 #include "ggml-backend.h"
 #include "ggml.h"
 #include "llama.h"
+#include "replay_compare.h"
 
 #include <algorithm>
 #include <chrono>
@@ -1001,37 +1002,24 @@ ReplayResult replay_in_batches(llama_context * ctx, const std::vector<llama_toke
                 const int step = first + j;
                 const float * replayed = logits_or_throw(ctx, j);
                 const float * expected = &reference.step_logits[(size_t) step * n_vocab];
-                if (std::memcmp(replayed, expected, sizeof(float) * n_vocab) == 0) {
+                const hiraishin::PositionComparison c = hiraishin::compare_position(replayed, expected, n_vocab);
+                if (!c.differs) {
                     continue;
                 }
                 differs[step] = true;
-                if (argmax(replayed, n_vocab) != argmax(expected, n_vocab)) {
+                if (c.argmax_flip) {
                     flips[step] = true;
                 }
-                for (int v = 0; v < n_vocab; ++v) {
-                    // A NaN difference compares false and is left out of the maximum;
-                    // memcmp above still counts the position as differing.
-                    result.max_abs_diff = std::max(result.max_abs_diff, (double) std::fabs(replayed[v] - expected[v]));
-                }
+                result.max_abs_diff = std::max(result.max_abs_diff, c.max_abs_diff);
             }
         }
     }
 
-    for (int step = 0; step < n_full; ++step) {
-        if (differs[step]) {
-            const int pos = n_prompt + step;
-            ++result.positions_differ;
-            if (!result.first_diff_pos) {
-                result.first_diff_pos = pos;
-            }
-            if (!result.diff_ranges.empty() && result.diff_ranges.back().second == pos - 1) {
-                result.diff_ranges.back().second = pos;
-            } else {
-                result.diff_ranges.emplace_back(pos, pos);
-            }
-        }
-        result.argmax_flips += flips[step] ? 1 : 0;
-    }
+    hiraishin::PositionTally tally = hiraishin::tally_positions(differs, flips, n_prompt);
+    result.positions_differ = tally.positions_differ;
+    result.argmax_flips     = tally.argmax_flips;
+    result.first_diff_pos   = tally.first_diff_pos;
+    result.diff_ranges      = std::move(tally.diff_ranges);
     return result;
 }
 
