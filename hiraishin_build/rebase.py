@@ -140,6 +140,12 @@ class RebaseState(RebaseTarget):
     outcomes: tuple[PatchOutcome, ...]
     origin: Origin | None
     notes: tuple[str, ...] = ()
+    began: float = 0.0
+    """When `rebase --onto` ran (seconds since the epoch): the report says how long the whole rebase took."""
+
+    command_seconds: tuple[float, ...] = ()
+    """The tool's own time in each command of this rebase so far (--onto, then each --continue/--skip)."""
+
     version: int = STATE_VERSION
 
 
@@ -258,6 +264,9 @@ def _load(tree: WorkTree) -> RebaseState:
             outcomes=tuple(outcome_from_data(item) for item in data["outcomes"]),
             origin=Origin(**origin) if origin is not None else None,
             notes=tuple(data.get("notes", ())),
+            # states saved before these were recorded lack them: the totals then start here
+            began=float(data.get("began", 0.0)),
+            command_seconds=tuple(float(x) for x in data.get("command_seconds", ())),
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise RebaseError(
@@ -646,10 +655,13 @@ def _report(
         outcome = "would stop" if stopped else "would finish"
     else:
         outcome = "stopped" if state.phase is Phase.CONFLICT else "finished"
+    seconds = round(time.monotonic() - started, 3)
     return RebaseReport(
         **state.target_fields(), dry_run=dry_run, state=outcome,
-        outcomes=state.outcomes, seconds=round(time.monotonic() - started, 3),
+        outcomes=state.outcomes, seconds=seconds,
         workdir=None if dry_run else state.workdir, added=tuple(added), notes=(*state.notes, *notes),
+        commands=len(state.command_seconds) + 1, tool_seconds=round(sum(state.command_seconds) + seconds, 3),
+        elapsed_seconds=round(time.time() - state.began, 1) if state.began and not dry_run else None,
     )
 
 
@@ -754,7 +766,10 @@ def _start(project: Project, cache: UpstreamCache, onto: str, workdir: Path) -> 
 
 def _settle(project: Project, tree: WorkTree, run: _Run, state: RebaseState, started: float) -> RebaseReport:
     if state.phase is Phase.CONFLICT:
-        return _report(state, dry_run=False, started=started)
+        report = _report(state, dry_run=False, started=started)
+        # the command ends here: its time counts towards the totals the finishing command reports
+        _save(tree, replace(state, command_seconds=(*state.command_seconds, report.seconds)))
+        return report
     return _finish(project, tree, run, state, started)
 
 
@@ -938,6 +953,7 @@ def _initial_state(project: Project, workdir: Path, pin: UpstreamPin, target: Ta
         onto_source=target.source, onto_url=target.url, pin_ref=pin.ref, pin_commit=pin.commit, pin_url=pin.url,
         relation=target.relation.value, relation_note=target.note,
         phase=Phase.APPLYING, next=0, head=target.commit, outcomes=_initial_outcomes(patches), origin=None,
+        began=time.time(),
     )
 
 

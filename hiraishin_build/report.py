@@ -163,6 +163,15 @@ class RebaseReport(RebaseTarget):
     workdir: str | None = None
     added: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    commands: int = 1
+    """Commands of this rebase so far: `--onto`, then each `--continue` or `--skip`."""
+
+    tool_seconds: float = 0.0
+    """The tool's own time over all of them (``seconds`` is this command's)."""
+
+    elapsed_seconds: float | None = None
+    """Wall-clock time since `rebase --onto`: the tool's time plus a maintainer's resolving."""
+
     kind: str = "rebase"
     version: int = REPORT_VERSION
 
@@ -299,6 +308,10 @@ def rebase_text(report: RebaseReport) -> str:
     counts = report.counts()
     summary = ", ".join(f"{count} {PatchStatus(status).label}" for status, count in counts.items())
     lines += ["", f"{report.state}: {summary} ({report.seconds:.1f} s)"]
+    if report.commands > 1:
+        lines.append(f"in all: {report.commands} commands, {report.tool_seconds:.1f} s in the tool"
+                     + (f", {_duration(report.elapsed_seconds)} since `rebase --onto`"
+                        if report.elapsed_seconds is not None else ""))
     changed = [o for o in report.outcomes if o.change and o.change.kind is ChangeKind.CONTENT]
     refreshed = [o for o in report.outcomes if o.change and o.change.kind is ChangeKind.CONTEXT]
     if report.state in ("finished", "would finish"):
@@ -390,6 +403,15 @@ def scan_text(report: ScanReport) -> str:
         f"({report.seconds:.1f} s)",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _duration(seconds: float) -> str:
+    """4.2 -> '4 s', 2280 -> '38 min', 5400 -> '1.5 h'."""
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"
 
 
 def write(base: Path, text: str, data: str) -> tuple[Path, Path]:

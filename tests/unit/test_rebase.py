@@ -229,6 +229,24 @@ def test_resolve_then_continue(sp: StackProject) -> None:
     check_stack(sp.project, sp.cache)
 
 
+def test_the_report_of_a_finished_rebase_counts_every_command(sp: StackProject) -> None:
+    """Observed: after --onto and --continue the report held only the last command's 0.6 s."""
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    stopped = rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    assert stopped.commands == 1 and stopped.tool_seconds == stopped.seconds
+    saved = json.loads((sp.workdir / ".git" / "hiraishin-rebase.json").read_text())
+    assert saved["command_seconds"] == [stopped.seconds] and saved["began"] > 0
+    time.sleep(1.1)  # a maintainer resolving
+    (sp.workdir / MMVQ).write_text((sp.upstream.path / MMVQ).read_text().replace("(upstream note)", "(both)"))
+    sh_git(sp.workdir, "add", MMVQ)
+    finished = rebase.continue_(sp.project, sp.cache, sp.workdir)
+    assert finished.state == "finished" and finished.commands == 2
+    assert finished.tool_seconds == pytest.approx(stopped.seconds + finished.seconds, abs=0.002)
+    assert finished.elapsed_seconds is not None and finished.elapsed_seconds >= 1.1 + stopped.seconds
+    assert "in all: 2 commands" in rebase_text(finished)
+    assert json.loads(rebase_json(finished))["commands"] == 2
+
+
 def test_continue_accepts_a_resolution_committed_by_hand(sp: StackProject) -> None:
     tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
     rebase.start(sp.project, sp.cache, "b102", sp.workdir)
