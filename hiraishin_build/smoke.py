@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import sys
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,22 +133,22 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def serve_check(venv: Path, model: Path, log_path: Path, *, timeout_s: float = 120.0,
-                prompt: str = "The capital of France is", n_predict: int = 16) -> ServeResult:
-    """Start the wheel's llama-server on loopback, ask one completion, stop it."""
+@contextlib.contextmanager
+def llama_server(venv: Path, args: Sequence[str], log_path: Path, *, timeout_s: float = 120.0,
+                 env: Mapping[str, str] | None = None) -> Iterator[tuple[str, float]]:
+    """The wheel's llama-server with ``args`` on a free loopback port, ready: yields its base URL and
+    how long it took to start; stopped on leaving."""
     import subprocess
     import time
     import urllib.error
     import urllib.request
 
-    if not model.is_file():
-        raise SmokeFailed(f"--serve-model {model}: no such file")
     port = _free_port()
-    server = venv / "bin" / "llama-server"
-    command = [str(server), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", "2048", "-np", "1"]
+    command = [str(venv / "bin" / "llama-server"), *args, "--host", "127.0.0.1", "--port", str(port)]
     started = time.monotonic()
     with log_path.open("w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                   env=None if env is None else {**os.environ, **env})
         try:
             base = f"http://127.0.0.1:{port}"
             while True:
@@ -161,20 +164,32 @@ def serve_check(venv: Path, model: Path, log_path: Path, *, timeout_s: float = 1
                 if time.monotonic() - started > timeout_s:
                     raise SmokeFailed(f"llama-server did not become ready in {timeout_s:.0f} s", hint=f"see {log_path}")
                 time.sleep(0.5)
-            startup = time.monotonic() - started
-            body = json.dumps({"prompt": prompt, "n_predict": n_predict, "temperature": 0}).encode()
-            request = urllib.request.Request(f"{base}/completion", data=body, headers={"Content-Type": "application/json"})
-            asked = time.monotonic()
-            with urllib.request.urlopen(request, timeout=timeout_s) as response:
-                answer = json.loads(response.read())
-            took = time.monotonic() - asked
+            yield base, time.monotonic() - started
         finally:
             process.terminate()
             try:
                 process.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 process.kill()
+
+
+def serve_check(venv: Path, model: Path, log_path: Path, *, timeout_s: float = 120.0,
+                prompt: str = "The capital of France is", n_predict: int = 16) -> ServeResult:
+    """Start the wheel's llama-server on loopback, ask one completion, stop it."""
+    import time
+    import urllib.request
+
+    if not model.is_file():
+        raise SmokeFailed(f"--serve-model {model}: no such file")
+    with llama_server(venv, ["-m", str(model), "-c", "2048", "-np", "1"], log_path, timeout_s=timeout_s) as (base, startup):
+        body = json.dumps({"prompt": prompt, "n_predict": n_predict, "temperature": 0}).encode()
+        request = urllib.request.Request(f"{base}/completion", data=body, headers={"Content-Type": "application/json"})
+        asked = time.monotonic()
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            answer = json.loads(response.read())
+        took = time.monotonic() - asked
     content = answer.get("content", "")
     if not content.strip():
         raise SmokeFailed("llama-server answered an empty completion", hint=f"see {log_path}")
+    port = int(base.rsplit(":", 1)[1])
     return ServeResult(str(model), port, round(startup, 2), content, int(answer.get("tokens_predicted", 0)), round(took, 2))

@@ -41,3 +41,35 @@ def test_llama_server_from_the_cpu_wheel_answers_a_completion(tmp_path: Path, cp
     result = serve_check(venv, model, tmp_path / "server.log")
     assert result.completion.strip()
     assert result.tokens_predicted > 0
+
+
+def server_props(base: str) -> dict:
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(f"{base}/props", timeout=10) as response:
+        return json.loads(response.read())
+
+
+def test_the_readme_server_command_serves_one_exact_slot(tmp_path: Path, cpu_wheel: Path) -> None:
+    """`llama-server -m M -md D` as the README writes it: in batch-invariant mode (the console
+    scripts' default) with a draft, auto -np picks one slot, the setting the guarantee holds for;
+    stock upstream picks 4 slots with a unified cache."""
+    from hiraishin_build.smoke import llama_server
+
+    model = smollm2_model()
+    venv = fresh_venv(tmp_path / "venv")
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(cpu_wheel)], check=True)
+    readme_args = ["-m", str(model), "-md", str(model), "-c", "2048"]
+    with llama_server(venv, readme_args, tmp_path / "default.log") as (base, _):
+        assert server_props(base)["total_slots"] == 1
+    log = (tmp_path / "default.log").read_text()
+    assert "batch-invariant mode with speculative decoding: using one slot (-np 1)" in log
+    # Asked for more slots, it serves them, saying loudly that the guarantee does not hold there.
+    with llama_server(venv, [*readme_args, "-np", "2"], tmp_path / "two.log") as (base, _):
+        assert server_props(base)["total_slots"] == 2
+    assert "-np 2: the output is not guaranteed to equal plain greedy decoding" in (tmp_path / "two.log").read_text()
+    # With the mode off, the stock choice: several slots.
+    with llama_server(venv, readme_args, tmp_path / "off.log", env={"GGML_BATCH_INVARIANT": "0"}) as (base, _):
+        assert server_props(base)["total_slots"] == 4
+    assert "using one slot" not in (tmp_path / "off.log").read_text()
