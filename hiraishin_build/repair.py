@@ -245,13 +245,24 @@ def grafted_libraries(wheel: Path) -> tuple[str, ...]:
         return tuple(sorted(n.rsplit("/", 1)[-1] for n in archive.namelist() if ".libs/" in n and not n.endswith("/")))
 
 
+def largest_members(wheel: Path, count: int = 8) -> list[tuple[str, int]]:
+    """(name, compressed bytes) of the wheel's largest files, largest first."""
+    if not zipfile.is_zipfile(wheel):
+        return []
+    with zipfile.ZipFile(wheel) as archive:
+        infos = sorted(archive.infolist(), key=lambda info: -info.compress_size)
+    return [(info.filename, info.compress_size) for info in infos[:count]]
+
+
 def check_size(wheel: Path, recipe: Recipe) -> None:
     size = wheel.stat().st_size
     if size > recipe.size_budget_mb * 1e6:
+        # The refused wheel is not kept, so the error itself says what takes the room.
+        largest = "".join(f"\n    {bytes_ / 1e6:7.1f} MB  {name}" for name, bytes_ in largest_members(wheel))
         raise SizeBudgetExceeded(
-            f"{wheel.name} is {size / 1e6:.1f} MB, over the {recipe.name} budget of {recipe.size_budget_mb:g} MB",
-            hint=f"find what grew (unzip -l {wheel}); raise size-budget-mb in recipes/{recipe.name}.toml "
-                 "only if the growth is intended",
+            f"{wheel.name} is {size / 1e6:.1f} MB, over the {recipe.name} budget of {recipe.size_budget_mb:g} MB; "
+            f"its largest files (compressed):{largest}",
+            hint=f"raise size-budget-mb in recipes/{recipe.name}.toml only if the growth is intended",
         )
 
 
