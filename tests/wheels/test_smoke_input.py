@@ -136,3 +136,12 @@ def test_a_usage_error_found_by_the_replay_tool_is_passed_on(stand_in: Path, tin
     monkeypatch.setattr(smoke, "KV_CACHE_TYPES", (*smoke.KV_CACHE_TYPES, "q5_1"))
     code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--kv", "q5_1")
     assert code == 2 and "unknown cache type" in err and "FAILED" not in out
+
+
+def test_by_default_every_batch_size_2_to_16_is_replayed(stand_in: Path, tiny_model: Path, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    # A fault planted at a single width outside a sample (7, 10, 11, 13-15 were left out before)
+    # must be reached by the default run.
+    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model))
+    assert code == 0, out + err
+    assert json.loads((tmp_path / "smoke.json").read_text())["batches"] == list(range(2, 17))
