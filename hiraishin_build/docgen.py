@@ -215,7 +215,7 @@ def _bench_section(entry: BenchRecord, comparisons: dict[str, tuple[Path, dict]]
     by_quant: dict[str, tuple[str, dict]] = {}
     for key, rep in entry.reports.items():
         for quant, result in rep["results"].items():
-            by_quant[quant] = (key, result)
+            by_quant.setdefault(quant, (key, result))  # the first report of a record that measured it
     first = report or next(iter(entry.reports.values()))
     source = f"`{entry.file}`, stack revision {entry.revision}"
     upstream = first.get("upstream", {}).get("ref") or first.get("build", {}).get("upstream", {}).get("ref")

@@ -1,9 +1,9 @@
 """Where a long command is: steps done of the total, and the time it has taken.
 
-A wheel build runs for minutes (22 on a 2-core machine for the CPU wheel),
-a smoke test for several. Their output is written to a log; what a person
-sees is read from it: ninja's ``[N/M]`` lines give the steps done of the
-total, scikit-build-core's ``*** `` lines the phase before and after them.
+A wheel build runs for many minutes on a small machine, a smoke test for
+several. Their output is written to a log; what a person sees is read from
+it: ninja's ``[N/M]`` lines give the steps done of the total, pip's and
+scikit-build-core's ``*** `` lines the phase before and after them.
 
 On a terminal a live bar shows the steps, the elapsed time and the last
 step's line. Elsewhere (a CI log, a pipe) a plain line is written at a fixed

@@ -125,3 +125,34 @@ def test_the_cost_page_of_this_repository_is_revision_7_on_the_h200() -> None:
     assert "`benchmarks/results/bench-verify-cost-h200-rev7-b10354.json`, stack revision 7" in page
     assert re.search(r"- Q4_K_M: exact/stock 0\.95-1\.07 at b = 2\.\.8, 1\.51-2\.20 at b = 9\.\.16", page)
     assert "rev6" not in page.split("Against the previous measurement")[0]
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lowercased, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_between_the_pages_resolves() -> None:
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    for page in pages:
+        text = page.read_text()
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"^[a-z]+://", target):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            assert linked.is_file(), f"{page.name}: {target}"
+            if anchor:
+                headings = re.findall(r"^#+ (.+)$", linked.read_text(), flags=re.MULTILINE)
+                assert anchor in {_slug(h) for h in headings}, f"{page.name}: {target}"
+
+
+def test_the_readme_is_short_and_keeps_the_two_commands_ci_runs() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.encode()) < 10_000
+    main_job = "python3 -m pip install . && hiraishin build"
+    tests = "python3 -m pip install -e '.[test]' && python3 -m pytest"
+    assert main_job in readme.splitlines() and tests in readme.splitlines()
+    assert tests in (REPO / ".ci" / "run").read_text().splitlines()
+    for page in ("guarantee", "cost", "wheels", "maintainers", "ci", "commands", "archive"):
+        assert f"(docs/{page}.md)" in readme
