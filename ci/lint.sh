@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The lint job: Python (ruff: pyflakes' checks and syntax errors), the CI
-# scripts (shellcheck), and the workflows (installed copies in sync with
-# ci/workflows/, actionlint clean).
+# scripts (shellcheck), the workflows (installed copies in sync with
+# ci/workflows/, actionlint clean), and the generated pages of docs/ (the
+# command reference and the cost page, current with their sources).
 #   ci/lint.sh
 # shellcheck source=ci/common.sh
 source "$(dirname "$0")/common.sh"
@@ -18,4 +19,8 @@ endgroup
 
 group "workflows"
 hiraishin workflows check
+endgroup
+
+group "generated docs"
+hiraishin docs --check
 endgroup

@@ -499,6 +499,31 @@ def workflows_check(obj: Context, json_path: Path | None) -> None:
                f"{result.version} ({shellcheck})")
 
 
+@cli.command("docs")
+@click.option("--check", "check_only", is_flag=True,
+              help="Write nothing; fail (exit 7) while a generated page differs from what would be written.")
+@pass_context
+def docs_command(obj: Context, check_only: bool) -> None:
+    """Write the generated pages of docs/: the command reference and what exactness costs.
+
+    docs/commands.md comes from these commands' own help; docs/cost.md from the
+    latest hiraishin-llama-bench results in benchmarks/results/ (the highest
+    stack revision). Edit those, not the pages.
+    """
+    from . import docgen
+
+    project = obj.project()
+    if check_only:
+        checked = docgen.check(project, cli)
+        click.echo(f"ok: {len(checked)} generated page(s) up to date: "
+                   + ", ".join(path.relative_to(project.root).as_posix() for path in checked))
+        return
+    result = docgen.write(project, cli)
+    for path in result.written:
+        click.echo(f"  written    {path.relative_to(project.root).as_posix()}")
+    click.echo(f"{len(result.written)} written, {len(result.unchanged)} unchanged")
+
+
 # -- the main job -----------------------------------------------------------
 
 @cli.command("build")

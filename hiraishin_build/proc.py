@@ -15,14 +15,13 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.markup import escape
-
-from . import timeouts
+from . import progress, timeouts
 from .errors import CommandError, CommandTimedOut
 from .log import get_logger
 
@@ -136,13 +135,22 @@ def run_logged(
     what: str,
     hint: str | None = None,
     limit: timeouts.Limit = timeouts.BUILD,
-) -> None:
-    """Run a long program, writing all its output to ``log_path`` and showing
-    its progress lines (ninja's ``[n/m]``, pip's and CMake's steps) as it goes.
+    check: bool = True,
+    echo: bool = False,
+    steps: progress.StepPattern = progress.NINJA,
+    interval: float = progress.INTERVAL_S,
+    terminal: bool | None = None,
+) -> int:
+    """Run a long program, writing all its output to ``log_path`` and showing where it is as it goes.
 
-    For builds that take minutes: the person watching sees where it is, and
-    on failure the error carries the tail and names the full log. ``limit``
-    bounds how long it may run (a build's by default).
+    For builds that take minutes: on a terminal a live bar shows the steps done
+    of the total (``steps`` says how the program counts them: ninja's ``[n/m]``
+    by default) and the elapsed time; without one (``terminal``: default, whether
+    the console is one) a plain line every ``interval`` seconds says the same,
+    so a CI log shows the build is alive. ``echo`` also passes every line on to
+    stdout (a smoke test's own report). On failure the error carries the tail
+    and names the full log; with ``check`` False the exit status is returned
+    instead. ``limit`` bounds how long it may run (a build's by default).
     """
     from collections import deque
 
@@ -159,7 +167,10 @@ def run_logged(
     full_env = None if env is None else {**os.environ, **env}
     seconds = limit.seconds()
     fired = threading.Event()
-    with log_path.open("w", encoding="utf-8") as log, console.status(escape(what)) as status:
+    tracker = progress.Tracker(what, steps)
+    on_terminal = console.is_terminal if terminal is None else terminal
+    with log_path.open("w", encoding="utf-8") as log, \
+            progress.shown(tracker, terminal=on_terminal, console=console, interval=interval) as display:
         process = subprocess.Popen(argv, cwd=cwd, env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
                                    start_new_session=True)
@@ -176,10 +187,14 @@ def run_logged(
             assert process.stdout is not None
             for line in process.stdout:
                 log.write(line)
+                log.flush()
+                if echo:
+                    sys.stdout.write(line)
+                    sys.stdout.flush()
                 line = line.rstrip()
                 last_lines.append(line)
-                if line.startswith("[") or line.startswith("*** ") or line.startswith("-- Build files"):
-                    status.update(escape(f"{what}: {line[:120]}"))
+                tracker.feed(line)
+                display.update()
             returncode = process.wait()
         except BaseException:
             _stop(process)
@@ -190,9 +205,14 @@ def run_logged(
                 watchdog.cancel()
             if process.stdout is not None:
                 process.stdout.close()
+        if fired.is_set():
+            tracker.outcome = "stopped at its time limit"
+        elif returncode != 0:
+            tracker.outcome = f"failed (exit status {returncode})"
     if fired.is_set():
         assert seconds is not None
         raise _timed_out(argv, what, limit, seconds, "\n".join(last_lines), log_path)
-    if returncode != 0:
+    if check and returncode != 0:
         raise CommandError(f"{what} failed (full log: {log_path})", command=argv, returncode=returncode,
                            output_tail="\n".join(last_lines), hint=hint)
+    return returncode

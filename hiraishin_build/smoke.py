@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import proc, timeouts
+from . import progress, proc, timeouts
 from .errors import IndexBuildError, SmokeFailed
 from .index import PYPI, IndexedWheel, build_index, read_wheel, variant_of
 
@@ -95,13 +95,14 @@ def smoke_wheel(
     print(proc.run([str(venv / "bin" / "hiraishin-llama"), "--version"], what="hiraishin-llama --version").stdout)
     report_path = out_dir / "smoke.json"
     smoke = [str(venv / "bin" / "hiraishin-llama-smoke"), "--json", str(report_path), *smoke_args]
-    completed = proc.run(smoke, check=False, what="the smoke test", limit=timeouts.BUILD)
-    (out_dir / "smoke.log").write_text(completed.output + "\n")
-    print(completed.stdout)
+    # Its lines as they come ("running Q4_K_M kv=f16 switch on (3/8) ..."), and the case it is on.
+    smoke_log = out_dir / "smoke.log"
+    returncode = proc.run_logged(smoke, log_path=smoke_log, what="the smoke test", limit=timeouts.BUILD,
+                                 check=False, echo=True, steps=progress.SMOKE_CASES)
     if not report_path.is_file():
         raise SmokeFailed(
-            f"the smoke test wrote no report (exit status {completed.returncode})",
-            hint=f"see {out_dir / 'smoke.log'}\n" + proc.tail(completed.output, 10),
+            f"the smoke test wrote no report (exit status {returncode})",
+            hint=f"see {smoke_log}\n" + proc.tail(smoke_log.read_text(errors="replace"), 10),
         )
     report = json.loads(report_path.read_text())
     if serve_model is not None:
@@ -109,7 +110,7 @@ def smoke_wheel(
         report["serve_check"] = served.as_dict()
         report_path.write_text(json.dumps(report, indent=2) + "\n")
         print(f"llama-server answered {served.tokens_predicted} tokens: {served.completion!r}")
-    return SmokeResult(report_path, completed.returncode == 0 and report.get("passed", False), report)
+    return SmokeResult(report_path, returncode == 0 and report.get("passed", False), report)
 
 
 @dataclass(frozen=True)

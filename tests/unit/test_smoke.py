@@ -23,6 +23,7 @@ def version():
     print("hiraishin-llama {version}")
 
 def smoke():
+    print("running Q8_0 kv=f16 switch on (1/1) ...", flush=True)
     path = sys.argv[sys.argv.index("--json") + 1]
     with open(path, "w") as handle:
         json.dump({{"passed": {passed}, "args": sys.argv[1:]}}, handle)
@@ -67,6 +68,17 @@ def test_installed_from_its_own_index_with_its_extra(tmp_path: Path, offline: Pa
     assert listed == [wheel.name]
     installed = next((tmp_path / "smoke" / "venv" / "lib").glob("python3*/site-packages/hiraishin_llama-*.dist-info"))
     assert installed.name == "hiraishin_llama-9079.4+cu13.sm90.dist-info"
+
+
+def test_the_smoke_test_shows_its_cases_as_they_run_and_keeps_its_log(tmp_path: Path, offline: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    wheel = stand_in(tmp_path / "dist", "cpu")
+    result = smoke_wheel(wheel, tmp_path / "smoke", find_links=offline)
+    captured = capsys.readouterr()
+    assert result.passed
+    assert "running Q8_0 kv=f16 switch on (1/1) ..." in captured.out.splitlines()
+    assert "the smoke test: done after" in captured.err and "(case 1 of 1)" in captured.err
+    assert "running Q8_0 kv=f16 switch on (1/1) ..." in (tmp_path / "smoke" / "smoke.log").read_text()
 
 
 def test_a_failing_smoke_test_is_reported_as_failed(tmp_path: Path, offline: Path) -> None:

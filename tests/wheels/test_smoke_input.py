@@ -10,6 +10,7 @@ for a file that is not GGUF, an unknown cache type or a batch size outside
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -108,6 +109,17 @@ def test_batch_ranges_are_read_as_the_bench_reads_them(stand_in: Path, tiny_mode
     report = json.loads((tmp_path / "smoke.json").read_text())
     assert report["batches"] == [2, 3, 4, 16] and report["passed"] is True
     assert "PASSED" in out
+
+
+def test_each_case_says_which_it_is_and_how_it_ended(stand_in: Path, tiny_model: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--batches", "2")
+    assert code == 0, out + err
+    lines = out.splitlines()
+    assert lines[0] == f"running {tiny_model.name} kv=f16 switch on (1/2) ..."
+    assert re.fullmatch(r"  identical \(\d+\.\d s\)", lines[1])
+    assert lines[2] == f"running {tiny_model.name} kv=f16 switch off (2/2) ..."
+    assert re.fullmatch(r"  differs, as the control must \(\d+\.\d s\)", lines[3])
 
 
 def test_a_real_difference_fails_the_guarantee(stand_in: Path, tiny_model: Path, tmp_path: Path,

@@ -21,6 +21,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -98,8 +99,9 @@ def prepare_models(work_dir: Path, preset: str, n_layer: int, quants: list[str],
     return models
 
 
-def run_case(case: Case, model: Path, args: argparse.Namespace, json_dir: Path) -> CaseResult:
-    """Run one case; a usage error of the replay tool (exit 2) raises UsageError."""
+def run_case(case: Case, model: Path, args: argparse.Namespace, json_dir: Path, number: int = 1,
+             total: int = 1) -> CaseResult:
+    """Run case ``number`` of ``total``; a usage error of the replay tool (exit 2) raises UsageError."""
     report_path = json_dir / f"{case.name.replace(' ', '_').replace('=', '-')}.json"
     env = switch_environment(case.batch_invariant)
     command = [
@@ -109,8 +111,11 @@ def run_case(case: Case, model: Path, args: argparse.Namespace, json_dir: Path) 
         "--batches", ",".join(str(b) for b in args.batches),
         "--ctx", str(args.ctx), "--expect", case.expect, "--json", str(report_path),
     ]
-    print(f"running {case.name} ...", flush=True)
+    # Which case, of how many: a CUDA run takes minutes, and `hiraishin smoke` shows the count from this line.
+    print(f"running {case.name} ({number}/{total}) ...", flush=True)
+    started = time.monotonic()
     completed = subprocess.run(command, env=env, capture_output=True, text=True)
+    print(f"  {case_outcome(case, completed.returncode)} ({time.monotonic() - started:.1f} s)", flush=True)
     if completed.returncode == EXIT_USAGE:
         lines = completed.stderr.strip().splitlines() or [f"hiraishin-replay refused {case.name} (exit 2)"]
         raise UsageError(lines[-1].removeprefix("hiraishin-replay: error: "))
@@ -119,6 +124,18 @@ def run_case(case: Case, model: Path, args: argparse.Namespace, json_dir: Path) 
         tail = "\n".join((completed.stderr or completed.stdout).strip().splitlines()[-5:])
         return CaseResult(case, completed.returncode, False, error=tail or "no report written", report=report)
     return CaseResult(case, completed.returncode, completed.returncode == 0, report=report)
+
+
+def case_outcome(case: Case, exit_code: int) -> str:
+    """What a case's exit status means, for the line printed as it ends."""
+    if exit_code == 0:
+        return {"identical": "identical", "differ": "differs, as the control must"}.get(case.expect, "reported")
+    if exit_code == EXIT_FAILED:
+        return "FAILED: " + ("differs from one-token decoding" if case.expect == "identical"
+                             else "the control shows no difference")
+    if exit_code == EXIT_USAGE:
+        return "refused"
+    return f"could not be run (exit status {exit_code})"
 
 
 def render_table(results: list[CaseResult], batches: list[int]) -> str:
@@ -214,8 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     try:
         with tempfile.TemporaryDirectory(prefix="hiraishin-smoke-") as scratch:
-            for case in default_cases(backend, quants, kv_types):
-                results.append(run_case(case, models[case.quant], args, Path(scratch)))
+            cases = default_cases(backend, quants, kv_types)
+            for number, case in enumerate(cases, start=1):
+                results.append(run_case(case, models[case.quant], args, Path(scratch), number, len(cases)))
     except UsageError as error:
         print(f"hiraishin-llama-smoke: error: {error}", file=sys.stderr)
         return EXIT_USAGE

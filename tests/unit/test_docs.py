@@ -1,0 +1,158 @@
+"""The generated pages of docs/ cannot drift: `hiraishin docs --check` fails while one differs from what
+the click commands and the latest recorded results give, and the pages checked in are current."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hiraishin_build import docgen
+from hiraishin_build.cli import cli
+from hiraishin_build.errors import CheckFailed
+from hiraishin_build.project import Project
+
+from ..helpers import hiraishin
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_pages_checked_in_are_current() -> None:
+    """What CI runs (ci/lint.sh: `hiraishin docs --check`): edit a source, regenerate, commit both."""
+    checked = docgen.check(Project(REPO), cli)
+    assert [p.name for p in checked] == ["commands.md", "cost.md"]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A copy of what the pages are made from: the pin (so the CLI finds the project), docs/, the results."""
+    root = tmp_path / "project"
+    (root / "recipes").mkdir(parents=True)
+    shutil.copy2(REPO / "recipes" / "upstream.toml", root / "recipes" / "upstream.toml")
+    shutil.copytree(REPO / "docs", root / "docs")
+    shutil.copytree(REPO / "benchmarks" / "results", root / "benchmarks" / "results",
+                    ignore=shutil.ignore_patterns("ncu", "rebase"))
+    return root
+
+
+@pytest.mark.parametrize("page, edit", [
+    ("cost.md", lambda text: text.replace("| 16 | 17.62 |", "| 16 | 12.00 |")),
+    ("commands.md", lambda text: text + "\nA line typed by hand.\n"),
+])
+def test_a_hand_edited_page_fails_the_check_until_regenerated(project: Path, page: str, edit) -> None:  # type: ignore[no-untyped-def]
+    path = project / "docs" / page
+    original = path.read_text()
+    assert edit(original) != original
+    path.write_text(edit(original))
+
+    failed = hiraishin("--project", str(project), "docs", "--check", cwd=project)
+    assert failed.returncode == 7, failed.stdout + failed.stderr
+    assert f"generated page(s) out of date: docs/{page}" in failed.stderr
+    assert "run `hiraishin docs`" in failed.stderr
+
+    written = hiraishin("--project", str(project), "docs", cwd=project)
+    assert written.returncode == 0, written.stderr
+    assert f"written    docs/{page}" in written.stdout
+    assert path.read_text() == original
+    passed = hiraishin("--project", str(project), "docs", "--check", cwd=project)
+    assert passed.returncode == 0 and "ok: 2 generated page(s) up to date" in passed.stdout
+
+
+def test_a_missing_page_fails_the_check(project: Path) -> None:
+    (project / "docs" / "commands.md").unlink()
+    with pytest.raises(CheckFailed, match="docs/commands.md"):
+        docgen.check(Project(project), cli)
+
+
+def test_the_reference_is_what_each_command_prints() -> None:
+    page = docgen.commands_page(cli)
+    runner = CliRunner()
+    for args in (["--help"], ["rebase", "--help"], ["upstream", "fetch", "--help"], ["docs", "--help"]):
+        shown = runner.invoke(cli, args, prog_name="hiraishin", terminal_width=docgen.HELP_WIDTH).output
+        assert shown.strip() in page, args
+    for name, command in cli.commands.items():
+        assert f"## hiraishin {name}\n" in page
+        for sub in getattr(command, "commands", {}):
+            assert f"## hiraishin {name} {sub}\n" in page
+    assert "| 14 | `CommandTimedOut`: " in page and "| `HIRAISHIN_BUILD_TIMEOUT` | 6 h |" in page
+
+
+def bench_record(name: str, *, revision: int | None, version: str, recorded: str, q4_b16_ms: float) -> dict:
+    verify = [{"b": b, "exact_ms": 4.0 + b, "stock_ms": 4.0 + b, "floor_ms": 1.5, "ratio": 1.0} for b in range(1, 16)]
+    verify.append({"b": 16, "exact_ms": q4_b16_ms, "stock_ms": 8.0, "floor_ms": 1.5, "ratio": q4_b16_ms / 8.0})
+    report = {"tool": "hiraishin-llama-bench", "version": version, "gpus": [{"name": "NVIDIA H200", "compute_capability": "90"}],
+              "config": {"preset": "qwen3-8b", "n_layer": 36, "depth": 512, "reps": 20, "warmup": 5},
+              "results": {"Q4_K_M": {"model": {"pass_bytes": 4.27e9}, "copy_bandwidth_gb_per_s": 2730.0,
+                                     "verify": verify, "plain_tokens_per_s": {"exact": 250.0, "stock": 251.0}}}}
+    record = {"name": name, "recorded": recorded, "device": "NVIDIA H200", "command": "hiraishin-llama-bench",
+              "raw": {"bench.json": report}}
+    if revision is not None:
+        record["stack_revision"] = str(revision)
+    return record
+
+
+def test_the_cost_page_follows_the_highest_stack_revision_and_names_its_file(tmp_path: Path) -> None:
+    results = tmp_path / "benchmarks" / "results"
+    results.mkdir(parents=True)
+
+    def add(name: str, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        (results / f"{name}.json").write_text(json.dumps(bench_record(name, **kwargs)))
+
+    # Without "stack_revision" the revision is read from the reports' versions (9079.6 -> 6).
+    add("bench-old", revision=None, version="9079.6", recorded="2026-11-30T00:00:00+00:00", q4_b16_ms=18.3)
+    add("bench-new", revision=8, version="10400.8+cu13.sm90", recorded="2026-12-02T00:00:00+00:00", q4_b16_ms=9.6)
+    add("bench-older-but-later", revision=7, version="10354.7", recorded="2026-12-05T00:00:00+00:00", q4_b16_ms=20.0)
+    page = docgen.cost_page(tmp_path)
+    assert "## NVIDIA H200 (sm_90), stack revision 8" in page
+    assert "| 16 | 9.60 | 8.00 | **1.20** |" in page
+    assert "`benchmarks/results/bench-new.json`, stack revision 8" in page
+    assert "bench-old" not in page and "bench-older-but-later" not in page
+    assert "18.30" not in page and "20.00" not in page
+    # Every bullet with a number names its file and revision.
+    for line in page.splitlines():
+        if line.startswith("- Q4_K_M"):
+            assert line.endswith("(`benchmarks/results/bench-new.json`, stack revision 8).")
+    assert docgen.latest_bench_records(results)[0].name == "bench-new"
+    assert {r.name: r.revision for r in docgen.bench_records(results)}["bench-old"] == 6
+
+
+def test_the_cost_page_of_this_repository_is_revision_7_on_the_h200() -> None:
+    page = (REPO / "docs" / "cost.md").read_text()
+    assert "`benchmarks/results/bench-verify-cost-h200-rev7-b10354.json`, stack revision 7" in page
+    assert re.search(r"- Q4_K_M: exact/stock 0\.95-1\.07 at b = 2\.\.8, 1\.51-2\.20 at b = 9\.\.16", page)
+    assert "rev6" not in page.split("Against the previous measurement")[0]
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lowercased, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_between_the_pages_resolves() -> None:
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    for page in pages:
+        text = page.read_text()
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"^[a-z]+://", target):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            assert linked.is_file(), f"{page.name}: {target}"
+            if anchor:
+                headings = re.findall(r"^#+ (.+)$", linked.read_text(), flags=re.MULTILINE)
+                assert anchor in {_slug(h) for h in headings}, f"{page.name}: {target}"
+
+
+def test_the_readme_is_short_and_keeps_the_two_commands_ci_runs() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.encode()) < 10_000
+    main_job = "python3 -m pip install . && hiraishin build"
+    tests = "python3 -m pip install -e '.[test]' && python3 -m pytest"
+    assert main_job in readme.splitlines() and tests in readme.splitlines()
+    assert tests in (REPO / ".ci" / "run").read_text().splitlines()
+    for page in ("guarantee", "cost", "wheels", "maintainers", "ci", "commands", "archive"):
+        assert f"(docs/{page}.md)" in readme
