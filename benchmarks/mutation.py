@@ -162,17 +162,23 @@ def _inert_lines(source: str) -> dict[int, str]:
 
 
 def _annotation_only(diff: str) -> bool:
-    """The mutant changes only the annotation of an ``x: T = v`` line (postponed annotations)."""
+    """The mutant changes only the annotation of an ``x: T = v`` line (postponed annotations): both lines
+    parse, alone, as annotated assignments with the same target and the same value."""
+    import ast
+
     removed = [line[1:] for line in diff.splitlines() if line.startswith("-") and not line.startswith("---")]
     added = [line[1:] for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
     if len(removed) != 1 or len(added) != 1:
         return False
-    before, after = removed[0], added[0]
-    if ":" not in before or "=" not in before:
+    try:
+        before, after = (ast.parse(text.strip()).body for text in (removed[0], added[0]))
+    except SyntaxError:  # a line of a longer statement
         return False
-    name_b, _, rest_b = before.partition(":")
-    name_a, _, rest_a = after.partition(":")
-    return name_a == name_b and rest_a.split("=", 1)[1:] == rest_b.split("=", 1)[1:] and "(" not in name_b
+    if len(before) != 1 or len(after) != 1 or not all(isinstance(n[0], ast.AnnAssign) for n in (before, after)):
+        return False
+    b, a = before[0], after[0]
+    return (ast.dump(b.target) == ast.dump(a.target) and b.value is not None and a.value is not None
+            and ast.dump(b.value) == ast.dump(a.value))
 
 
 def _verdict(module: str, diff: str, verdicts: dict, inert: dict[int, str], line: int,
