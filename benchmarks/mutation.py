@@ -240,6 +240,7 @@ def run_module(module: str, python: str, verdicts: dict, keep: bool, reuse: Path
         runner = f"{python} -m pytest -x -q -p no:cacheprovider {' '.join(tests)}"
         env = {**os.environ, "PYTHONPATH": str(work), "PYTHONDONTWRITEBYTECODE": "1"}
         recorded = json.loads((work / "sample.json").read_text()) if (work / "sample.json").is_file() else None
+        _retry_timeouts(module, work, python, env, tests)
         return _record(module, work, python, env, tests, runner, verdicts, 0.0, keep=True, sample=recorded)
     if reuse is not None:
         # Incremental: the same scratch directory as last time, its files refreshed. mutmut keeps killed
@@ -268,11 +269,56 @@ def run_module(module: str, python: str, verdicts: dict, keep: bool, reuse: Path
                "--tests-dir", "tests", "--runner", runner, "--no-progress", "--simple-output", "--rerun-all",
                "--test-time-multiplier", "3", "--test-time-base", "15"]
     completed = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
-    elapsed = time.monotonic() - started
     if not (work / ".mutmut-cache").is_file():
         raise SystemExit(f"{module}: mutmut failed (exit {completed.returncode}):\n{completed.stdout[-3000:]}"
                          f"{completed.stderr[-3000:]}")
+    _retry_timeouts(module, work, python, env, tests)
+    elapsed = time.monotonic() - started
     return _record(module, work, python, env, tests, runner, verdicts, elapsed, keep=keep, sample=sample)
+
+
+RETRY_SECONDS = 600
+
+
+def _retry_timeouts(module: str, work: Path, python: str, env: dict[str, str], tests: list[str]) -> None:
+    """mutmut stops a mutant's tests at ten times the unmutated run's time, which a busy shared machine can
+    pass for no fault of the mutant's. Each timed-out mutant is tried once more, alone, with the same tests
+    and RETRY_SECONDS to run: tests that then fail kill it (its status becomes ok_killed and the retry is
+    listed in retried-timeouts.json); tests that pass make it a survivor; running out of time again leaves
+    it a timeout."""
+    db = sqlite3.connect(work / ".mutmut-cache")
+    try:
+        timed_out = db.execute("SELECT Mutant.id, Line.line_number FROM Mutant JOIN Line ON Mutant.line = Line.id "
+                               "WHERE Mutant.status = 'bad_timeout' ORDER BY Mutant.id").fetchall()
+    finally:
+        db.close()
+    if not timed_out:
+        return
+    by_line = {int(k): v for k, v in json.loads((work / "line-tests.json").read_text()).items()}
+    source = work / "hiraishin_build" / f"{module}.py"
+    retried = []
+    for mutant_id, line_number in timed_out:
+        saved = source.read_bytes()
+        subprocess.run([python, "-m", "mutmut", "apply", str(mutant_id)], cwd=work, env=env, check=True,
+                       capture_output=True)
+        started = time.monotonic()
+        try:
+            run = subprocess.run(["nice", python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                                  *(by_line.get(line_number + 1) or tests)], cwd=work, env=env, capture_output=True,
+                                 timeout=RETRY_SECONDS)
+            status = "ok_killed" if run.returncode != 0 else "bad_survived"
+        except subprocess.TimeoutExpired:
+            status = "bad_timeout"
+        finally:
+            source.write_bytes(saved)
+        retried.append({"id": mutant_id, "status": status, "seconds": round(time.monotonic() - started, 1)})
+        db = sqlite3.connect(work / ".mutmut-cache")
+        try:
+            db.execute("UPDATE Mutant SET status = ? WHERE id = ?", (status, mutant_id))
+            db.commit()
+        finally:
+            db.close()
+    (work / "retried-timeouts.json").write_text(json.dumps(retried))
 
 
 def _record(module: str, work: Path, python: str, env: dict[str, str], tests: list[str], runner: str,
@@ -320,6 +366,8 @@ def _record(module: str, work: Path, python: str, env: dict[str, str], tests: li
         "score": round(killed / (total - equivalent), 4) if total - equivalent else 1.0,
         "raw_score": round(killed / total, 4) if total else 1.0,
         "seconds": round(elapsed, 1),
+        "retried_timeouts": (json.loads((work / "retried-timeouts.json").read_text())
+                             if (work / "retried-timeouts.json").is_file() else []),
         "runner": runner,
         "remaining": remaining,
     }
@@ -337,7 +385,8 @@ def main() -> None:
     parser.add_argument("--python", default=sys.executable, help="the Python with the tool's test extras and mutmut")
     parser.add_argument("--keep", action="store_true", help="keep each scratch copy (to rerun `mutmut show` there)")
     parser.add_argument("--record-only", action="store_true",
-                        help="with --reuse: write the results from what is in DIR, running nothing")
+                        help="with --reuse: write the results from what is in DIR, running nothing but the "
+                             "retry of timed-out mutants")
     parser.add_argument("--sample", type=float, metavar="FRACTION",
                         help="test only this fraction of each module's mutants, drawn by --seed (the JSON says so)")
     parser.add_argument("--seed", type=int, default=0, help="what draws the --sample (default 0)")
