@@ -237,6 +237,8 @@ def test_table_rows_and_header_in_full() -> None:
          "self-hosted,gpu,sm90"),
     ]
     header = log.table_lines(matrix.table_rows(jobs), header=matrix.TABLE_HEADER)[0]
+    several = dataclasses.replace(CPU, build_runs_on=("self-hosted", "x64"), smoke_runs_on=("self-hosted", "cpu"))
+    assert matrix.table_rows([matrix.job_for(_recipe("cpu"), several)])[0][4:] == ("self-hosted,x64", "self-hosted,cpu")
     assert [cell.strip() for cell in header.split("  ") if cell.strip()] == [
         "recipe", "CUDA", "architectures", "build container", "build runner", "smoke runner"]
 
