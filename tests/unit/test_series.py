@@ -270,3 +270,18 @@ def test_patch_file_names_never_collide() -> None:
     assert patch_file_name("A change", {"a-change.patch"}) == "a-change-2.patch"
     assert patch_file_name("A change", {"a-change.patch", "a-change-2.patch"}) == "a-change-3.patch"
     assert patch_file_name("A change", {"a-change-2.patch"}) == "a-change.patch"
+
+
+def test_a_patch_with_no_message_body_and_no_stat(tmp_path: Path) -> None:
+    # git format-patch --no-stat of a commit with a subject only: the diff follows the header's blank line.
+    patch = parse_patch(write(tmp_path, "a.patch", patch_text(message="", stat="")))
+    assert (patch.subject, patch.body, patch.files) == ("ggml: a change", "", ("src/a.c", "include/b.h"))
+    assert patch.missing_sections() == list(REQUIRED_SECTIONS)
+
+
+def test_a_message_that_is_not_utf8_is_still_read(tmp_path: Path) -> None:
+    path = tmp_path / "a.patch"
+    path.write_bytes(patch_text(message="Why: caf\udce9.\n").encode("utf-8", errors="surrogateescape"))
+    assert path.read_bytes().count(b"caf\xe9.") == 1  # a Latin-1 byte, not UTF-8
+    patch = parse_patch(path)
+    assert patch.body == "Why: caf\udce9." and patch.files == ("src/a.c", "include/b.h")
