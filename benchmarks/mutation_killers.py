@@ -63,13 +63,12 @@ def main() -> None:
     source = work / "hiraishin_build" / f"{args.module}.py"
     answers = []
     for survivor in earlier["remaining"]:
-        if survivor.get("verdict") == "equivalent":
-            continue
         key = changed_lines(survivor["diff"])
         found = by_diff.get(key, [])
         if not found:
             answers.append({"mutant": key, "status": "gone", "tests": [],
-                            "note": "no such mutant now: the mutated code was changed or removed"})
+                            "note": "no such mutant now: the mutated code was changed or removed",
+                            "earlier_verdict": survivor.get("verdict", "")})
             continue
         mutant_id, line_number, status = found.pop(0)
         tests = by_line.get(line_number + 1) or later["tests"]
@@ -90,7 +89,8 @@ def main() -> None:
                                 failing.append(f"{path}.py::{case.get('name')}")
             finally:
                 source.write_bytes(saved)
-        answers.append({"mutant": key, "status": status, "tests": sorted(set(failing))})
+        answers.append({"mutant": key, "status": status, "tests": sorted(set(failing)),
+                        "earlier_verdict": survivor.get("verdict", "")})
         print(f"{status:13} {len(failing):3} test(s)  {key[1][:100]}", flush=True)
     verdicts = json.loads(VERDICTS.read_text()) if VERDICTS.is_file() else {}
     verdicts.setdefault("killed", {})[args.module] = {"before": earlier["commit"], "after": later["commit"],
