@@ -344,3 +344,15 @@ def test_write_puts_text_and_json_side_by_side(tmp_path: Path) -> None:
     written = write(tmp_path / "rebase-report", "text\n", "{}\n")
     assert written == (tmp_path / "rebase-report.txt", tmp_path / "rebase-report.json")
     assert (written[0].read_text(), written[1].read_text()) == ("text\n", "{}\n")
+
+
+def test_a_wide_scan_table_is_never_cut() -> None:
+    names = tuple(f"patch-{number}.patch" for number in range(40))
+    report = ScanReport("b100", B, names, (ScanRow("b101", "2" * 40, "newer", True, (S.THREE_WAY,) * 40,
+                                                   (None,) * 40, 0.1),), 0.5)
+    lines = scan_text(report).splitlines()
+    cells = [re.split(r"\s{2,}", line.strip()) for line in lines[2:lines.index("patches:") - 1]]
+    assert cells[0] == ["upstream ref", "commit", "vs pin", *(f"#{n}" for n in range(1, 41)), "first conflict"]
+    assert cells[2] == ["b101", "222222222222", "newer", *["3-way"] * 40, "-"]
+    assert len(cells) == 3 and "…" not in scan_text(report)
+
