@@ -346,6 +346,19 @@ def test_write_puts_text_and_json_side_by_side(tmp_path: Path) -> None:
     assert (written[0].read_text(), written[1].read_text()) == ("text\n", "{}\n")
 
 
+def test_a_scan_table_laid_out_exactly() -> None:
+    # Flush left, two spaces between columns, the status columns centred under their number.
+    report = ScanReport("b100", B, ("one.patch",), (
+        ScanRow("b101", "2" * 40, "newer", True, (S.CONFLICT,), (None,), 0.1),
+        ScanRow("b102", "3" * 40, "newer", True, (S.PENDING,), (None,), 0.1)), 0.5)
+    assert scan_text(report).splitlines()[2:6] == [
+        "upstream ref   commit         vs pin      #1      first conflict",
+        "─" * 64,
+        "b101           222222222222   newer    CONFLICT   #1",
+        "b102           333333333333   newer       -       -",
+    ]
+
+
 def test_a_wide_scan_table_is_never_cut() -> None:
     names = tuple(f"patch-{number}.patch" for number in range(40))
     report = ScanReport("b100", B, names, (ScanRow("b101", "2" * 40, "newer", True, (S.THREE_WAY,) * 40,
@@ -356,3 +369,9 @@ def test_a_wide_scan_table_is_never_cut() -> None:
     assert cells[2] == ["b101", "222222222222", "newer", *["3-way"] * 40, "-"]
     assert len(cells) == 3 and "…" not in scan_text(report)
 
+
+def test_hours_are_seconds_over_3600() -> None:
+    from hiraishin_build.report import _duration
+
+    # 7381 s is 2.0503 h: "2.1 h" (over 3601 it would be 2.0497, "2.0 h").
+    assert [_duration(s) for s in (7381.0, 4.4, 4.6, 89.0, 91.0)] == ["2.1 h", "4 s", "5 s", "1 min", "2 min"]
