@@ -277,6 +277,15 @@ def run_module(module: str, python: str, verdicts: dict, keep: bool, reuse: Path
     return _record(module, work, python, env, tests, runner, verdicts, elapsed, keep=keep, sample=sample)
 
 
+def _wilson(successes: int, trials: int, z: float = 1.96) -> list[float] | None:
+    if trials == 0:
+        return None
+    p = successes / trials
+    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z * ((p * (1 - p) / trials + z * z / (4 * trials * trials)) ** 0.5) / (1 + z * z / trials)
+    return [round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)]
+
+
 RETRY_SECONDS = 600
 
 
@@ -365,6 +374,8 @@ def _record(module: str, work: Path, python: str, env: dict[str, str], tests: li
         # Killed over all mutants that are not equivalent (timeouts count as not killed).
         "score": round(killed / (total - equivalent), 4) if total - equivalent else 1.0,
         "raw_score": round(killed / total, 4) if total else 1.0,
+        # For a sample, where the score of all the module's mutants lies (95%, Wilson).
+        "score_interval_95": _wilson(killed, total - equivalent) if sample is not None else None,
         "seconds": round(elapsed, 1),
         "retried_timeouts": (json.loads((work / "retried-timeouts.json").read_text())
                              if (work / "retried-timeouts.json").is_file() else []),
@@ -429,7 +440,7 @@ def main() -> None:
         summary["modules"][record["module"].split("/")[-1][:-3]] = {
             key: record[key] for key in ("commit", "recorded", "complete", "mutants_generated", "mutants", "killed",
                                          "survived", "timeout", "untested", "equivalent", "score", "raw_score",
-                                         "seconds", "tests", "sample", "command")}
+                                         "seconds", "tests", "sample", "score_interval_95", "command")}
         summary.get("not_measured", {}).pop(record["module"].split("/")[-1][:-3], None)
     summary.update({key: facts[key] for key in ("machine", "mutmut")})
     summary["goal"] = GOAL
