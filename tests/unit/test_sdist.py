@@ -64,6 +64,9 @@ def test_sdist_contents(wheel_project: StackProject, tmp_path: Path) -> None:
     assert result.version == f"101.{real_stack_revision()}"  # the synthetic pin is tag b101
     assert version_py == f'__version__ = "{result.version}"\n'
     assert result.files == len([m for m in members if not m.isdir()])
+    generated = {m.name.removeprefix(f"{root}/"): m.mode for m in members
+                 if m.name.endswith(("/PKG-INFO", "/_version.py", "/stack.json"))}
+    assert generated == {"PKG-INFO": 0o644, "hiraishin_llama/_version.py": 0o644, "hiraishin_llama/stack.json": 0o644}
     assert stack["upstream"]["commit"] == wheel_project.upstream.commit
     assert [p["subject"] for p in stack["patches"]] == ["mmvq: batch-invariant block 20", "common: declare the switch"]
 
@@ -168,7 +171,9 @@ def test_tar_entries_have_fixed_owners_times_and_modes() -> None:
     from hiraishin_build.sdist import FIXED_MTIME, _tar_entry
 
     assert FIXED_MTIME == 315532800  # 1980-01-01 00:00:00 UTC
-    for mode, expected in ((0o100644, 0o644), (0o100755, 0o755), (0o100744, 0o755), (0o100640, 0o644)):
+    # Any execute bit makes a file executable (0o755); nothing else does (a write bit for others included).
+    for mode, expected in ((0o100644, 0o644), (0o100755, 0o755), (0o100744, 0o755), (0o100640, 0o644),
+                           (0o100646, 0o644), (0o100601, 0o755), (0o100610, 0o755)):
         info, payload = _tar_entry("root/a.c", mode, b"int a;\n")
         assert (info.name, info.type, info.mode, info.size, payload) == ("root/a.c", tarfile.REGTYPE, expected, 7,
                                                                          b"int a;\n")
@@ -240,6 +245,10 @@ def test_the_wheel_project_is_what_git_tracks_as_it_is_on_disk(tmp_path: Path) -
     (wheels / "src" / "run.sh").write_text("#!/bin/sh\n")
     os.chmod(wheels / "src" / "run.sh", 0o755)
     (wheels / "gone.txt").write_text("x\n")
+    # Executable is any execute bit, for owner, group or others; a write bit for others is not one.
+    for name, mode in (("others-x.sh", 0o601), ("others-w.txt", 0o646), ("group-x.sh", 0o610)):
+        (wheels / name).write_text(name)
+        os.chmod(wheels / name, mode)
     (tmp_path / "README").write_text("not the wheel project\n")
     sh_git(tmp_path, "init", "-q")
     sh_git(tmp_path, "add", "-A")
@@ -248,6 +257,8 @@ def test_the_wheel_project_is_what_git_tracks_as_it_is_on_disk(tmp_path: Path) -
     (wheels / "pyproject.toml").write_text("[project]\nname = 'edited'\n")  # a work in progress builds
     (wheels / "untracked.txt").write_text("x\n")
     assert sorted(_wheel_project_files(Project(tmp_path))) == [
+        ("group-x.sh", 0o100755, b"group-x.sh"), ("others-w.txt", 0o100644, b"others-w.txt"),
+        ("others-x.sh", 0o100755, b"others-x.sh"),
         ("pyproject.toml", 0o100644, b"[project]\nname = 'edited'\n"), ("src/run.sh", 0o100755, b"#!/bin/sh\n")]
     sh_git(tmp_path, "rm", "-q", "--cached", "wheels/pyproject.toml")
     with pytest.raises(ConfigError) as info:
@@ -269,3 +280,18 @@ def test_build_number_and_stack_revision_hints_in_full(tmp_path: Path) -> None:
         stack_revision(Project(tmp_path))
     assert info.value.hint == ("it is the second part of the wheel version; raise it when the stack changes on the "
                                "same upstream build")
+
+
+def test_build_sdist_says_what_it_wrote(wheel_project: StackProject, tmp_path: Path,
+                                        caplog: pytest.LogCaptureFixture) -> None:
+    import os
+
+    root = wheel_project.project.root
+    (root / "wheels" / "blob.bin").write_bytes(os.urandom(300_000))  # incompressible: some 0.3 MB of sdist
+    sh_git(root, "add", "wheels/blob.bin")
+    with caplog.at_level("INFO", logger="hiraishin"):
+        result = build_sdist(wheel_project.project, wheel_project.cache, tmp_path)
+    size = result.path.stat().st_size
+    assert 300_000 < size < 400_000
+    assert f"wrote {result.path} ({result.files} files, {size / 1e6:.1f} MB)" in [
+        r.getMessage() for r in caplog.records if r.name == "hiraishin"]
