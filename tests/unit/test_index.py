@@ -477,3 +477,18 @@ def test_published_wheels_are_linked_or_else_copied_into_the_new_site(tmp_path: 
     labelled(newer, "cpu", version="9080.1")
     build_index(newer, site)
     assert published.stat().st_ino != inode and published.read_bytes() == data  # copied
+
+
+def test_a_wheel_whose_metadata_lacks_name_or_version_is_refused(tmp_path: Path) -> None:
+    wheel = labelled(tmp_path / "dist", "cpu")
+    for line in (b"Name: hiraishin-llama\n", b"Version: 9079.2+cpu\n"):
+        bare = tmp_path / line.split(b":")[0].decode() / wheel.name
+        bare.parent.mkdir()
+        with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(bare, "w") as dest:
+            for entry in source.infolist():
+                data = source.read(entry)
+                dest.writestr(entry, data.replace(line, b"") if entry.filename.endswith("/METADATA") else data)
+        with pytest.raises(IndexBuildError) as info:
+            index.read_wheel(bare, "cpu")
+        said = "None 9079.2+cpu" if line.startswith(b"Name") else "hiraishin-llama None"
+        assert info.value.message == f"{bare}: its METADATA says {said}, its name says hiraishin-llama 9079.2+cpu"
