@@ -25,7 +25,6 @@ from .project import Project
 from .recipe import Recipe, find_recipe, load_recipes, recipe_paths
 
 CONFIG_FILE = Path("ci") / "matrix.toml"
-FORMATS = ("table", "json", "github")
 _SETTING_KEYS = ("container", "cuda-version", "build-runs-on", "smoke-runs-on")
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

@@ -123,10 +123,11 @@ def load_recipe(path: Path) -> Recipe:
     backend = tomlfile.require(path, data, "backend", str)
     if backend not in BACKENDS:
         raise ConfigError(f"{path}: 'backend' must be one of {', '.join(BACKENDS)}, not {backend!r}")
-    cuda_major = data.get("cuda")
-    architectures = data.get("architectures", [])
-    extra = data.get("extra")
     defines = tomlfile.optional_table(path, data, "cmake")
+    # What a cpu recipe has; a cuda recipe must give all three (a cpu recipe may give none).
+    cuda_major: int | None = None
+    architectures: list[str] = []
+    extra: str | None = None
     if backend == "cuda":
         cuda_major = tomlfile.require(path, data, "cuda", int)
         architectures = tomlfile.require(path, data, "architectures", list)

@@ -380,7 +380,8 @@ def scan_text(report: ScanReport) -> str:
             f"#{first + 1}" if first is not None else "-",
         )
     buffer = io.StringIO()
-    Console(file=buffer, width=240, color_system=None, force_terminal=False, highlight=False).print(table)
+    # As wide as the table is: a stack of many patches gets a wide table, never one with its cells cut short.
+    Console(file=buffer, width=1 << 20, color_system=None, force_terminal=False, highlight=False).print(table)
     count = f"{len(report.patches)} patch{'' if len(report.patches) == 1 else 'es'}"
     lines = [f"compatibility of the stack ({count}) with {len(report.rows)} upstream ref(s); "
              f"pin {report.pin_ref} ({_short(report.pin_commit)})", ""]

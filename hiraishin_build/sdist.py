@@ -54,7 +54,7 @@ def stack_revision(project: Project) -> int:
     path = project.wheels_dir / "pyproject.toml"
     data = tomlfile.load(path)
     value = data.get("tool", {}).get("hiraishin", {}).get("stack-revision")
-    if not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:  # TOML true is no revision
         raise ConfigError(
             f"{path}: [tool.hiraishin] stack-revision must be a non-negative integer",
             hint="it is the second part of the wheel version; raise it when the stack changes on the same upstream build",

@@ -283,3 +283,212 @@ def test_a_site_of_cpu_wheels_only_has_no_variant_metadata(tmp_path: Path) -> No
     result = build_index(tmp_path / "dist", tmp_path / "site")
     assert result.variants_json is None and result.variants_files == ()
     assert not list((tmp_path / "site").glob("*.json"))
+
+
+# -- the parts, exactly ------------------------------------------------------------------
+
+def _wheel(filename: str = "hiraishin_llama-9079.2+cu13.sm90-py3-none-manylinux_2_35_x86_64.whl",
+           **changes: object) -> index.IndexedWheel:
+    values: dict = {"variant": "cu13-sm90", "filename": filename, "sha256": "ab" * 32, "requires_python": ">=3.10",
+                    "metadata": b"Metadata-Version: 2.1\n", **changes}
+    return index.IndexedWheel(**values)
+
+
+def test_an_indexed_wheel_and_a_result_in_code() -> None:
+    import dataclasses
+
+    wheel = _wheel()
+    assert (wheel.build_info, wheel.extras) == ({}, ())
+    assert str(wheel.version) == "9079.2+cu13.sm90"
+    result = index.IndexResult(Path("site"), {}, (), ())
+    assert (result.variants_json, result.variants_files) == (None, ())
+    for value in (wheel, result):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            value.variant = "cpu"  # type: ignore[misc]
+    assert (index.PROJECT, index.PYPI) == ("hiraishin-llama", "https://pypi.org/simple")
+
+
+def test_requirements_name_the_extra_only_when_the_wheel_has_it() -> None:
+    assert _wheel(extras=("cu13",)).requirement() == "hiraishin-llama[cu13]==9079.2+cu13.sm90"
+    assert _wheel(extras=("cu12",)).requirement() == "hiraishin-llama==9079.2+cu13.sm90"
+    assert _wheel().requirement() == "hiraishin-llama==9079.2+cu13.sm90"
+    cpu = _wheel("hiraishin_llama-9079.2+cpu-py3-none-manylinux_2_35_x86_64.whl", extras=("cu12", "cu13"))
+    assert cpu.requirement() == "hiraishin-llama==9079.2+cpu"
+    plain = _wheel("hiraishin_llama-9079.2-py3-none-any.whl", extras=("cu13",))
+    assert plain.requirement() == "hiraishin-llama==9079.2"
+
+
+def test_the_install_command_takes_the_newest_wheel() -> None:
+    older = _wheel(extras=("cu13",))
+    newer = _wheel("hiraishin_llama-9080.0+cu13.sm90-py3-none-manylinux_2_35_x86_64.whl", extras=("cu13",))
+    assert index.install_command([newer, older], "https://x.invalid/cu13-sm90/simple") == (
+        "pip install 'hiraishin-llama[cu13]==9080.0+cu13.sm90' --index-url https://x.invalid/cu13-sm90/simple "
+        "--extra-index-url https://pypi.org/simple")
+    assert index.install_command([older, newer], "u", deps_index="file:///deps").endswith(
+        "'hiraishin-llama[cu13]==9080.0+cu13.sm90' --index-url u --extra-index-url file:///deps")
+
+
+def test_a_page_and_its_links_in_full() -> None:
+    assert index._page("Links for <x>", ["<a>1</a>", "<a>2</a>"]) == (
+        b'<!DOCTYPE html>\n<html>\n  <head>\n    <meta name="pypi:repository-version" content="1.1">\n'
+        b"    <title>Links for &lt;x&gt;</title>\n  </head>\n  <body>\n    <h1>Links for &lt;x&gt;</h1>\n"
+        b"    <a>1</a><br/>\n    <a>2</a><br/>\n  </body>\n</html>\n")
+    wheel = _wheel(requires_python=">=3.10,<4")
+    digest = hashlib.sha256(b"Metadata-Version: 2.1\n").hexdigest()
+    assert index._file_link(wheel) == (
+        f'<a href="hiraishin_llama-9079.2%2Bcu13.sm90-py3-none-manylinux_2_35_x86_64.whl#sha256={"ab" * 32}" '
+        f'data-requires-python="&gt;=3.10,&lt;4" data-dist-info-metadata="sha256={digest}" '
+        f'data-core-metadata="sha256={digest}">hiraishin_llama-9079.2+cu13.sm90-py3-none-manylinux_2_35_x86_64.whl</a>')
+    assert "data-requires-python" not in index._file_link(_wheel(requires_python=None))
+    assert "data-requires-python" not in index._file_link(_wheel(requires_python=""))
+
+
+def test_find_wheels_leaves_out_unrepaired_ones_and_other_projects(tmp_path: Path) -> None:
+    for relative in ("b/hiraishin_llama-1.0+cpu-py3-none-any.whl", "a/deep/hiraishin_llama-1.0+cu13.sm90-py3-none-any.whl",
+                     "a/unrepaired/hiraishin_llama-1.0-py3-none-any.whl", "other_project-1.0-py3-none-any.whl",
+                     "hiraishin_llama-1.0+cpu.tar.gz"):
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_bytes(b"")
+    assert index.find_wheels(tmp_path) == [tmp_path / "a/deep/hiraishin_llama-1.0+cu13.sm90-py3-none-any.whl",
+                                           tmp_path / "b/hiraishin_llama-1.0+cpu-py3-none-any.whl"]
+
+
+@pytest.mark.parametrize(("infos", "properties"), [
+    ([{"cuda": "13.0.88", "cuda_architectures": "90-real;90-virtual"}, {"cuda": "13.0.1", "cuda_architectures": "90-real"}],
+     {"nvidia": {"cuda_version_lower_bound": ["13.0"], "sm_arch": ["90_real", "90_virtual"]}}),
+    ([{"cuda": "12.9.86", "cuda_architectures": "89,120"}, {"cuda": "12.8", "cuda_architectures": "120;;"}],
+     {"nvidia": {"cuda_version_lower_bound": ["12.9", "12.8"], "sm_arch": ["89_real", "120_real"]}}),
+    ([{"cuda_architectures": "90-real"}], {"nvidia": {"sm_arch": ["90_real"]}}),
+    ([{"cuda": "unknown", "cuda_architectures": "90-real"}], {"nvidia": {"sm_arch": ["90_real"]}}),
+    ([{"cuda": "13.0.1", "cuda_architectures": ""}, {}], {}),
+])
+def test_variant_properties(infos: list[dict], properties: dict) -> None:
+    assert index._variant_properties([_wheel(build_info=info) for info in infos]) == properties
+
+
+def test_variants_json_in_full(tmp_path: Path) -> None:
+    gpu = _wheel(build_info={"cuda": "13.0.88", "cuda_architectures": "90-real"})
+    cpu = _wheel("hiraishin_llama-9080.0+cpu-py3-none-any.whl", variant="cpu", build_info={"cuda": ""})
+    written = index.write_variants_json(tmp_path, {"cu13-sm90": (gpu,), "cpu": (cpu,)})
+    assert written == (tmp_path / "hiraishin_llama-9079.2-variants.json",)  # 9080.0 has no GPU wheel: no file
+    assert written[0].read_text() == """{
+  "default-priorities": {
+    "namespace": [
+      "nvidia"
+    ]
+  },
+  "variants": {
+    "cu13_sm90": {
+      "nvidia": {
+        "cuda_version_lower_bound": [
+          "13.0"
+        ],
+        "sm_arch": [
+          "90_real"
+        ]
+      }
+    }
+  }
+}
+"""
+
+
+def test_a_wheel_whose_metadata_disagrees_with_its_name_in_full(tmp_path: Path) -> None:
+    wheel = labelled(tmp_path / "dist", "cpu")
+    renamed = wheel.with_name(wheel.name.replace("9079.2", "9079.3"))
+    wheel.rename(renamed)
+    with pytest.raises(IndexBuildError) as info:
+        index.read_wheel(renamed, "cpu")
+    assert info.value.message == (f"{renamed}: its METADATA says hiraishin-llama 9079.2+cpu, its name says "
+                                  "hiraishin-llama 9079.3+cpu")
+    assert info.value.hint == "rebuild it; nothing was written"
+    broken = renamed.with_name("hiraishin_llama-9079.4+cpu-py3-none-any.whl")
+    broken.write_bytes(b"not a zip")
+    with pytest.raises(IndexBuildError) as info:
+        index.read_wheel(broken, "cpu")
+    assert info.value.message.startswith(f"{broken}: not a wheel (")
+    assert info.value.hint == "rebuild it, or remove it from the directory; nothing was written"
+
+
+def test_a_wheel_read_in_full(tmp_path: Path) -> None:
+    wheel = labelled(tmp_path, "cu13.sm90", {"cuda": "13.0.88"}, metadata="Provides-Extra: cu13\nProvides-Extra: x\n")
+    read = index.read_wheel(wheel, "cu13-sm90")
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = archive.read("hiraishin_llama-9079.2+cu13.sm90.dist-info/METADATA")
+    assert read == index.IndexedWheel("cu13-sm90", wheel.name, hashlib.sha256(wheel.read_bytes()).hexdigest(), ">=3.10",
+                                      metadata, {"cuda": "13.0.88"}, ("cu13", "x"))
+    # build_info.json counts only at the top of a package, not deeper or in the .dist-info.
+    deep = make_wheel(tmp_path / "deep", {"hiraishin_llama/sub/build_info.json": (b'{"cuda": "12.0"}', PLAIN)})
+    assert index.read_wheel(deep, "cpu").build_info == {}
+
+
+def test_index_messages_in_full(tmp_path: Path, wheels: Path) -> None:
+    with pytest.raises(IndexBuildError) as info:
+        build_index(tmp_path / "absent", tmp_path / "site")
+    assert info.value.message == f"{tmp_path / 'absent'} is not a directory"
+    site = tmp_path / "site"
+    result = build_index(wheels, site)
+    old = next(p for p in wheels.rglob("*.whl") if p.parent.name == "old")
+    assert result.skipped == (f"{old}: no variant label in its version (build it with `hiraishin wheel`)",)
+    changed = tmp_path / "changed"
+    name = labelled(changed, "cpu", {"recipe": "different bytes"}).name
+    with pytest.raises(IndexBuildError) as info:
+        build_index(changed, site)
+    assert info.value.message == (f"{site / 'cpu' / 'simple' / 'hiraishin-llama' / name} already exists with other "
+                                  "contents")
+    assert info.value.hint == "a published wheel is never replaced; raise the stack revision instead"
+
+
+def test_the_site_root_page_in_full(tmp_path: Path, wheels: Path, caplog: pytest.LogCaptureFixture) -> None:
+    site = tmp_path / "site"
+    with caplog.at_level("INFO", logger="hiraishin"):
+        result = build_index(wheels, site)
+    names = [w.filename for w in result.added]
+    assert [r.getMessage() for r in caplog.records if r.name == "hiraishin"] == [
+        f"indexed {name} under {variant}/simple" for name, variant in zip(names, ("cpu", "cu12-sm89", "cu13-sm90"))]
+    page = (site / "index.html").read_text()
+    assert page == index._page("hiraishin-llama indexes", [
+        f'<a href="{variant}/simple/">{variant}</a>: pip install hiraishin-llama==9079.2+{label} --index-url '
+        f"&#x27;&lt;this site&gt;/{variant}/simple&#x27; --extra-index-url https://pypi.org/simple"  # shell-quoted
+        for variant, label in (("cpu", "cpu"), ("cu12-sm89", "cu12.sm89"), ("cu13-sm90", "cu13.sm90"))]).decode()
+    root = (site / "cu13-sm90" / "simple" / "index.html").read_bytes()
+    assert root == index._page("Simple index", ['<a href="hiraishin-llama/">hiraishin-llama</a>'])
+    project = site / "cu13-sm90" / "simple" / "hiraishin-llama"
+    assert (project / "index.html").read_bytes() == index._page("Links for hiraishin-llama",
+                                                                [index._file_link(w) for w in result.variants["cu13-sm90"]])
+
+
+def test_published_wheels_are_linked_or_else_copied_into_the_new_site(tmp_path: Path, wheels: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    site = tmp_path / "site"
+    build_index(wheels, site)
+    name = "hiraishin_llama-9079.2+cpu-py3-none-manylinux_2_35_x86_64.whl"
+    published = site / "cpu" / "simple" / "hiraishin-llama" / name
+    data, inode = published.read_bytes(), published.stat().st_ino
+    newer = tmp_path / "newer"
+    labelled(newer, "cpu", version="9080.0")
+    build_index(newer, site)
+    assert published.stat().st_ino == inode and published.read_bytes() == data  # a hard link: the same file
+
+    def no_links(source: str, target: str) -> None:
+        raise OSError("cross-device link")
+
+    monkeypatch.setattr(index.os, "link", no_links)
+    labelled(newer, "cpu", version="9080.1")
+    build_index(newer, site)
+    assert published.stat().st_ino != inode and published.read_bytes() == data  # copied
+
+
+def test_a_wheel_whose_metadata_lacks_name_or_version_is_refused(tmp_path: Path) -> None:
+    wheel = labelled(tmp_path / "dist", "cpu")
+    for line in (b"Name: hiraishin-llama\n", b"Version: 9079.2+cpu\n"):
+        bare = tmp_path / line.split(b":")[0].decode() / wheel.name
+        bare.parent.mkdir()
+        with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(bare, "w") as dest:
+            for entry in source.infolist():
+                data = source.read(entry)
+                dest.writestr(entry, data.replace(line, b"") if entry.filename.endswith("/METADATA") else data)
+        with pytest.raises(IndexBuildError) as info:
+            index.read_wheel(bare, "cpu")
+        said = "None 9079.2+cpu" if line.startswith(b"Name") else "hiraishin-llama None"
+        assert info.value.message == f"{bare}: its METADATA says {said}, its name says hiraishin-llama 9079.2+cpu"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from dataclasses import replace
@@ -12,7 +13,7 @@ import pytest
 from hiraishin_build import matrix
 from hiraishin_build.errors import ConfigError, MatrixError
 from hiraishin_build.project import Project
-from hiraishin_build.recipe import load_recipes, recipe_paths
+from hiraishin_build.recipe import Recipe, load_recipes, recipe_paths
 
 from ..helpers import hiraishin
 
@@ -173,3 +174,191 @@ def test_coverage_refuses_duplicates_and_gaps() -> None:
         matrix.check_coverage([job for job in jobs if job.recipe != "cpu"], names)
     with pytest.raises(MatrixError, match="that recipes/ does not hold"):
         matrix.check_coverage([*jobs, replace(jobs[0], recipe="cu13-sm100")], names)
+
+
+MATRIX = '''[cpu]
+container = "ubuntu:22.04"
+build-runs-on = ["ubuntu-22.04"]
+smoke-runs-on = ["ubuntu-22.04"]
+
+[cuda.13]
+container = "nvidia/cuda:13.0.1-devel-ubuntu22.04"
+cuda-version = "13.0.1"
+build-runs-on = ["ubuntu-22.04"]
+smoke-runs-on = ["self-hosted", "gpu"]
+'''
+GPU = matrix.CiSettings("cuda.13", "nvidia/cuda:13.0.1-devel-ubuntu22.04", ("ubuntu-22.04",), ("self-hosted", "gpu"),
+                        "13.0.1")
+CPU = matrix.CiSettings("cpu", "ubuntu:22.04", ("ubuntu-22.04",), ("ubuntu-22.04",))
+
+
+def _recipe(name: str) -> Recipe:
+    if name.startswith("cpu"):
+        return Recipe(name, "d", "cpu", size_budget_mb=15.0)
+    major, sm = name[2:].split("-sm")
+    return Recipe(name, "d", "cuda", int(major), (f"{sm}-real", f"{sm}-virtual"), f"cu{major}", size_budget_mb=120.0)
+
+
+def test_a_config_is_read_in_full(tmp_path: Path) -> None:
+    path = tmp_path / "matrix.toml"
+    path.write_text(MATRIX)
+    config = matrix.load_config(path)
+    assert config == matrix.CiConfig(path, CPU, {13: GPU})
+    assert config.cpu is not None and config.cpu.cuda_version is None  # the dataclass default too
+    assert matrix.CiSettings("cpu", "ubuntu:22.04", ("a",), ("b",)).cuda_version is None
+
+
+def test_settings_config_and_jobs_cannot_change() -> None:
+    job = matrix.job_for(_recipe("cpu"), CPU)
+    for value, field in ((CPU, "container"), (matrix.CiConfig(Path("m.toml"), CPU, {}), "cpu"), (job, "recipe")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(value, field, None)
+
+
+def test_jobs_in_full() -> None:
+    assert matrix.job_for(_recipe("cpu"), CPU) == matrix.MatrixJob(
+        recipe="cpu", backend="cpu", variant="cpu", cuda_major=None, cuda_version=None, architectures=(), extra=None,
+        container="ubuntu:22.04", build_runs_on=("ubuntu-22.04",), smoke_runs_on=("ubuntu-22.04",),
+        smoke_label="cpu", size_budget_mb=15.0)
+    assert matrix.job_for(_recipe("cu13-sm90"), GPU) == matrix.MatrixJob(
+        recipe="cu13-sm90", backend="cuda", variant="cu13.sm90", cuda_major=13, cuda_version="13.0.1",
+        architectures=("90-real", "90-virtual"), extra="cu13", container="nvidia/cuda:13.0.1-devel-ubuntu22.04",
+        build_runs_on=("ubuntu-22.04",), smoke_runs_on=("self-hosted", "gpu", "sm90"), smoke_label="sm90",
+        size_budget_mb=120.0)
+
+
+def test_table_rows_and_header_in_full() -> None:
+    from hiraishin_build import log
+
+    jobs = [matrix.job_for(_recipe("cpu"), CPU), matrix.job_for(_recipe("cu13-sm90"), GPU)]
+    assert matrix.table_rows(jobs) == [
+        ("cpu", "-", "-", "ubuntu:22.04", "ubuntu-22.04", "ubuntu-22.04"),
+        ("cu13-sm90", "13.0.1", "90-real 90-virtual", "nvidia/cuda:13.0.1-devel-ubuntu22.04", "ubuntu-22.04",
+         "self-hosted,gpu,sm90"),
+    ]
+    header = log.table_lines(matrix.table_rows(jobs), header=matrix.TABLE_HEADER)[0]
+    several = dataclasses.replace(CPU, build_runs_on=("self-hosted", "x64"), smoke_runs_on=("self-hosted", "cpu"))
+    assert matrix.table_rows([matrix.job_for(_recipe("cpu"), several)])[0][4:] == ("self-hosted,x64", "self-hosted,cpu")
+    assert [cell.strip() for cell in header.split("  ") if cell.strip()] == [
+        "recipe", "CUDA", "architectures", "build container", "build runner", "smoke runner"]
+
+
+def test_readable_json_in_full(project_copy: Project) -> None:
+    jobs = matrix.build_matrix(project_copy)
+    text = matrix.readable_json(jobs, project_copy)
+    assert json.loads(text) == {
+        "kind": "hiraishin-ci-matrix", "config": "ci/matrix.toml",
+        "recipes": [path.name for path in recipe_paths(project_copy.recipes_dir)],
+        "jobs": [job.as_dict() for job in jobs],
+    }
+    assert "upstream.toml" not in json.loads(text)["recipes"]
+    assert text.splitlines()[1] == '  "kind": "hiraishin-ci-matrix",' and text.endswith("}\n")
+
+
+def test_only_exact_release_tags_and_digests_count_as_pinned() -> None:
+    # A registry with a port: what follows the last colon is a path, not a tag, even with a version in it.
+    assert not matrix.pinned_image("registry.local:5000/nvidia/cuda-13.0")
+    assert matrix.pinned_image("registry.local:5000/nvidia/cuda:13.0.1-devel-ubuntu22.04")
+    assert not matrix.pinned_image(":13.0.1")
+
+
+def _config_error(tmp_path: Path, text: str) -> MatrixError:
+    path = tmp_path / "matrix.toml"
+    path.write_text(text)
+    with pytest.raises(MatrixError) as raised:
+        matrix.load_config(path)
+    return raised.value
+
+
+@pytest.mark.parametrize(("old", "new", "message", "hint"), [
+    ('build-runs-on = ["ubuntu-22.04"]', 'build-runs-on = ["ubuntu 22.04"]',
+     "'cpu.build-runs-on' must be a non-empty list of runner labels, not ['ubuntu 22.04']",
+     'e.g. ["ubuntu-22.04"] or ["self-hosted", "linux", "x64", "gpu"]'),
+    ('build-runs-on = ["ubuntu-22.04"]', "build-runs-on = [22]",
+     "'cpu.build-runs-on' must be a non-empty list of runner labels, not [22]",
+     'e.g. ["ubuntu-22.04"] or ["self-hosted", "linux", "x64", "gpu"]'),
+    ('smoke-runs-on = ["self-hosted", "gpu"]', "smoke-runs-on = []",
+     "'cuda.13.smoke-runs-on' must be a non-empty list of runner labels, not []",
+     'e.g. ["ubuntu-22.04"] or ["self-hosted", "linux", "x64", "gpu"]'),
+    ('[cpu]\ncontainer = "ubuntu:22.04"\nbuild-runs-on = ["ubuntu-22.04"]\nsmoke-runs-on = ["ubuntu-22.04"]\n',
+     'cpu = "ubuntu:22.04"\n', "'cpu' must be a table ([cpu])", None),
+    ('"ubuntu:22.04"', '"ubuntu:jammy"', "'cpu.container' 'ubuntu:jammy' is not pinned to an exact tag or digest",
+     "name a full release tag (nvidia/cuda:13.0.1-devel-ubuntu22.04, ubuntu:22.04) or append @sha256:<digest>; "
+     "a moving tag such as 'latest' changes the build under you"),
+    ('cuda-version = "13.0.1"', 'cuda-version = "13.x"', "'cuda.13.cuda-version' '13.x' is not a version like 13.0.1",
+     None),
+    ('cuda-version = "13.0.1"', 'cuda-version = "12.9.1"', "'cuda.13.cuda-version' is 12.9.1, not a CUDA 13 release",
+     "a [cuda.13] table names a CUDA 13.x container"),
+    ('cuda-version = "13.0.1"', 'cuda-version = "13.0.2"',
+     "'cuda.13.container' 'nvidia/cuda:13.0.1-devel-ubuntu22.04' does not say CUDA 13.0.2 in its tag",
+     "keep 'cuda-version' and the image tag in step when either changes"),
+    (MATRIX, "cuda = 13\n" + MATRIX[:MATRIX.index("[cuda.13]")], "'cuda' must hold one table per CUDA major ([cuda.13])",
+     None),
+    ("[cuda.13]", "[cuda.thirteen]", "[cuda.thirteen] is not a CUDA major version", "name it [cuda.12], [cuda.13]"),
+])
+def test_malformed_ci_settings_in_full(tmp_path: Path, old: str, new: str, message: str, hint: str | None) -> None:
+    assert old in MATRIX
+    error = _config_error(tmp_path, MATRIX.replace(old, new, 1))
+    assert error.message == f"{tmp_path / 'matrix.toml'}: {message}"
+    assert error.hint == hint
+
+
+@pytest.mark.parametrize(("recipe", "config", "table", "settings"), [
+    ("cu12-sm90", matrix.CiConfig(Path("ci/matrix.toml"), CPU, {13: GPU}), "cuda.12",
+     "container, cuda-version, build-runs-on and smoke-runs-on"),
+    ("cpu", matrix.CiConfig(Path("ci/matrix.toml"), None, {13: GPU}), "cpu",
+     "container, build-runs-on and smoke-runs-on"),
+])
+def test_a_recipe_without_ci_settings_in_full(tmp_path: Path, recipe: str, config: matrix.CiConfig, table: str,
+                                              settings: str) -> None:
+    with pytest.raises(MatrixError) as raised:
+        matrix.derive([_recipe(recipe)], tmp_path, config)
+    assert raised.value.message == (f"{tmp_path / recipe}.toml: no CI settings for this recipe: ci/matrix.toml has no "
+                                    f"[{table}] table")
+    assert raised.value.hint == f"add [{table}] to ci/matrix.toml with {settings} (see the tables already there)"
+
+
+def test_a_container_too_old_for_an_architecture_in_full(tmp_path: Path) -> None:
+    old = dataclasses.replace(GPU, table="cuda.12", container="nvidia/cuda:12.4.1-devel-ubuntu22.04",
+                              cuda_version="12.4.1")
+    config = matrix.CiConfig(Path("ci/matrix.toml"), CPU, {12: old})
+    with pytest.raises(MatrixError) as raised:
+        matrix.derive([_recipe("cu12-sm120")], tmp_path, config)
+    assert raised.value.message == (f"{tmp_path}/cu12-sm120.toml: needs CUDA 12.8 or newer, but [cuda.12] in "
+                                    "ci/matrix.toml builds with CUDA 12.4.1")
+    assert raised.value.hint == "move [cuda.12] to a container of CUDA 12.8 or newer"
+    # 12.8 itself is new enough; a cuda table made in code without a CUDA version is not checked.
+    assert matrix.derive([_recipe("cu12-sm120")], tmp_path, matrix.CiConfig(
+        Path("ci/matrix.toml"), CPU, {12: dataclasses.replace(old, cuda_version="12.8.0")}))[0].cuda_version == "12.8.0"
+    unversioned = matrix.CiConfig(Path("ci/matrix.toml"), CPU, {12: dataclasses.replace(old, cuda_version=None)})
+    assert matrix.derive([_recipe("cu12-sm120")], tmp_path, unversioned)[0].cuda_version is None
+
+
+def test_coverage_messages_in_full() -> None:
+    jobs = [matrix.job_for(_recipe(name), GPU if name.startswith("cu") else CPU)
+            for name in ("cpu", "cu13-sm86", "cu13-sm90")]
+    names = ["cpu", "cu13-sm86", "cu13-sm90"]
+    with pytest.raises(MatrixError) as twice:
+        matrix.check_coverage([*jobs, *jobs[1:]], names)
+    assert twice.value.message == "the CI matrix has more than one job for recipe(s) cu13-sm86, cu13-sm90"
+    assert twice.value.hint == "one job per recipes/*.toml file; derive the matrix with `hiraishin matrix`"
+    with pytest.raises(MatrixError) as missing:
+        matrix.check_coverage(jobs[:1], names)
+    assert missing.value.message == "the CI matrix leaves out recipe(s) cu13-sm86, cu13-sm90"
+    assert missing.value.hint == "every recipes/*.toml file gets a job; derive the matrix with `hiraishin matrix`"
+    with pytest.raises(MatrixError) as unknown:
+        matrix.check_coverage(jobs, names[:1])
+    assert unknown.value.message == ("the CI matrix has jobs for recipe(s) cu13-sm86, cu13-sm90 that recipes/ does "
+                                     "not hold")
+    assert unknown.value.hint is None
+
+
+def test_no_recipes_in_full(tmp_path: Path) -> None:
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "upstream.toml").write_text("")  # the pin alone: no recipe
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / "matrix.toml").write_text(MATRIX)
+    with pytest.raises(MatrixError) as raised:
+        matrix.build_matrix(Project(tmp_path))
+    assert raised.value.message == f"no recipes in {tmp_path / 'recipes'}"
+    assert raised.value.hint == "the matrix has one job per recipes/*.toml"

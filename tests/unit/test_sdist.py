@@ -64,6 +64,9 @@ def test_sdist_contents(wheel_project: StackProject, tmp_path: Path) -> None:
     assert result.version == f"101.{real_stack_revision()}"  # the synthetic pin is tag b101
     assert version_py == f'__version__ = "{result.version}"\n'
     assert result.files == len([m for m in members if not m.isdir()])
+    generated = {m.name.removeprefix(f"{root}/"): m.mode for m in members
+                 if m.name.endswith(("/PKG-INFO", "/_version.py", "/stack.json"))}
+    assert generated == {"PKG-INFO": 0o644, "hiraishin_llama/_version.py": 0o644, "hiraishin_llama/stack.json": 0o644}
     assert stack["upstream"]["commit"] == wheel_project.upstream.commit
     assert [p["subject"] for p in stack["patches"]] == ["mmvq: batch-invariant block 20", "common: declare the switch"]
 
@@ -143,3 +146,152 @@ def test_fault_sdist_directory_names_stay_usable() -> None:
     many = _without_dir_name(series[:5], series)
     assert many.startswith("without-5-patches-") and len(many) < 40
     assert many != _without_dir_name(series[1:6], series)
+
+
+# -- the parts of an sdist, without a stack to apply ------------------------------------
+
+
+def test_an_sdist_result_cannot_change() -> None:
+    import dataclasses
+
+    from hiraishin_build.sdist import SdistResult
+
+    result = SdistResult(Path("x.tar.gz"), "1.2", "0" * 64, 3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.files = 4  # type: ignore[misc]
+
+
+def test_package_metadata() -> None:
+    from hiraishin_build.sdist import _pkg_info
+
+    assert _pkg_info("9079.6") == b"Metadata-Version: 2.1\nName: hiraishin-llama\nVersion: 9079.6\n"
+
+
+def test_tar_entries_have_fixed_owners_times_and_modes() -> None:
+    from hiraishin_build.sdist import FIXED_MTIME, _tar_entry
+
+    assert FIXED_MTIME == 315532800  # 1980-01-01 00:00:00 UTC
+    # Any execute bit makes a file executable (0o755); nothing else does (a write bit for others included).
+    for mode, expected in ((0o100644, 0o644), (0o100755, 0o755), (0o100744, 0o755), (0o100640, 0o644),
+                           (0o100646, 0o644), (0o100601, 0o755), (0o100610, 0o755)):
+        info, payload = _tar_entry("root/a.c", mode, b"int a;\n")
+        assert (info.name, info.type, info.mode, info.size, payload) == ("root/a.c", tarfile.REGTYPE, expected, 7,
+                                                                         b"int a;\n")
+        assert (info.mtime, info.uid, info.gid, info.uname, info.gname) == (315532800, 0, 0, "", "")
+    link, payload = _tar_entry("root/link.h", 0o120000, b"../include/real.h")
+    assert (link.type, link.linkname, payload) == (tarfile.SYMTYPE, "../include/real.h", None)
+    assert (link.mtime, link.uid, link.gid, link.uname, link.gname) == (315532800, 0, 0, "", "")
+
+
+def test_a_tarball_is_sorted_and_the_same_bytes_each_time(tmp_path: Path) -> None:
+    from hiraishin_build.sdist import write_tarball
+
+    files = [("src/b.c", 0o100644, b"b\n"), ("run.sh", 0o100755, b"#!/bin/sh\n"), ("a.h", 0o120000, b"src/b.c")]
+    assert write_tarball(tmp_path / "one.tar.gz", "pkg-1.0", files) == 3
+    assert write_tarball(tmp_path / "two.tar.gz", "pkg-1.0", list(reversed(files))) == 3
+    raw = (tmp_path / "one.tar.gz").read_bytes()
+    assert raw == (tmp_path / "two.tar.gz").read_bytes()
+    assert raw[:10] == b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"  # no name, no time; XFL 2: best compression
+    with tarfile.open(tmp_path / "one.tar.gz") as tar:
+        members = tar.getmembers()
+        assert [(m.name, m.type, m.mode) for m in members] == [
+            ("pkg-1.0/a.h", tarfile.SYMTYPE, 0o644), ("pkg-1.0/run.sh", tarfile.REGTYPE, 0o755),
+            ("pkg-1.0/src/b.c", tarfile.REGTYPE, 0o644)]
+        assert members[0].linkname == "src/b.c"
+        assert tar.extractfile("pkg-1.0/src/b.c").read() == b"b\n"
+        assert tar.pax_headers == {} and members[1].pax_headers == {}
+
+
+def test_the_stack_info_in_full(tmp_path: Path) -> None:
+    from hiraishin_build.pin import UpstreamPin
+    from hiraishin_build.project import Project
+    from hiraishin_build.sdist import _stack_info
+
+    shutil.copytree(REPO / "patches", tmp_path / "patches")
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "wheels" / "pyproject.toml").write_text('[tool.hiraishin]\nexact-backends = ["cuda", "cpu"]\n')
+    project = Project(tmp_path)
+    pin = UpstreamPin("https://example.invalid/llama.git", "b101", "a" * 40)
+    names = [line for line in (tmp_path / "patches" / "series").read_text().splitlines() if line.strip()]
+    text = _stack_info(project, pin, "c" * 40, "101.7").decode()
+    info = json.loads(text)
+    assert list(info) == ["exact_backends", "patched_commit", "patches", "upstream", "version"]  # sorted keys
+    assert text.endswith("}\n") and text.splitlines()[1] == '  "exact_backends": ['
+    assert info["exact_backends"] == ["cpu", "cuda"]
+    assert info["upstream"] == {"url": "https://example.invalid/llama.git", "ref": "b101", "commit": "a" * 40}
+    assert (info["patched_commit"], info["version"]) == ("c" * 40, "101.7")
+    assert [p["name"] for p in info["patches"]] == names
+    first = tmp_path / "patches" / names[0]
+    subject = next(line for line in first.read_text().splitlines() if line.startswith("Subject: "))
+    assert info["patches"][0] == {"name": names[0], "subject": subject.removeprefix("Subject: "),
+                                  "sha256": hashlib.sha256(first.read_bytes()).hexdigest()}
+    omitted = json.loads(_stack_info(project, pin, "c" * 40, "101.7", frozenset(names[:2][::-1])))
+    assert omitted["omitted_patches"] == sorted(names[:2])
+    assert [p["name"] for p in omitted["patches"]] == names[2:]
+    # Without exact backends in the wheel project, none are claimed.
+    (tmp_path / "wheels" / "pyproject.toml").write_text("[tool.hiraishin]\nstack-revision = 1\n")
+    assert json.loads(_stack_info(project, pin, "c" * 40, "101.7"))["exact_backends"] == []
+
+
+def test_the_wheel_project_is_what_git_tracks_as_it_is_on_disk(tmp_path: Path) -> None:
+    import os
+
+    from hiraishin_build.project import Project
+    from hiraishin_build.sdist import _wheel_project_files
+
+    wheels = tmp_path / "wheels"
+    (wheels / "src").mkdir(parents=True)
+    (wheels / "pyproject.toml").write_text("[project]\n")
+    (wheels / "src" / "run.sh").write_text("#!/bin/sh\n")
+    os.chmod(wheels / "src" / "run.sh", 0o755)
+    (wheels / "gone.txt").write_text("x\n")
+    # Executable is any execute bit, for owner, group or others; a write bit for others is not one.
+    for name, mode in (("others-x.sh", 0o601), ("others-w.txt", 0o646), ("group-x.sh", 0o610)):
+        (wheels / name).write_text(name)
+        os.chmod(wheels / name, mode)
+    (tmp_path / "README").write_text("not the wheel project\n")
+    sh_git(tmp_path, "init", "-q")
+    sh_git(tmp_path, "add", "-A")
+    sh_git(tmp_path, "commit", "-q", "-m", "wheels")
+    (wheels / "gone.txt").unlink()  # deleted, not yet committed
+    (wheels / "pyproject.toml").write_text("[project]\nname = 'edited'\n")  # a work in progress builds
+    (wheels / "untracked.txt").write_text("x\n")
+    assert sorted(_wheel_project_files(Project(tmp_path))) == [
+        ("group-x.sh", 0o100755, b"group-x.sh"), ("others-w.txt", 0o100644, b"others-w.txt"),
+        ("others-x.sh", 0o100755, b"others-x.sh"),
+        ("pyproject.toml", 0o100644, b"[project]\nname = 'edited'\n"), ("src/run.sh", 0o100755, b"#!/bin/sh\n")]
+    sh_git(tmp_path, "rm", "-q", "--cached", "wheels/pyproject.toml")
+    with pytest.raises(ConfigError) as info:
+        _wheel_project_files(Project(tmp_path))
+    assert info.value.message == f"{wheels}: no tracked pyproject.toml"
+    assert info.value.hint == "the wheel project must be committed"
+
+
+def test_build_number_and_stack_revision_hints_in_full(tmp_path: Path) -> None:
+    from hiraishin_build.pin import UpstreamPin
+    from hiraishin_build.project import Project
+
+    with pytest.raises(ConfigError) as info:
+        upstream_build_number(UpstreamPin("u", "main", "a" * 40))
+    assert info.value.hint == "pin a release tag of the form ...-b<number>-<hash>; the wheel version is built from it"
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "wheels" / "pyproject.toml").write_text("[tool.hiraishin]\nstack-revision = true\n")
+    with pytest.raises(ConfigError) as info:
+        stack_revision(Project(tmp_path))
+    assert info.value.hint == ("it is the second part of the wheel version; raise it when the stack changes on the "
+                               "same upstream build")
+
+
+def test_build_sdist_says_what_it_wrote(wheel_project: StackProject, tmp_path: Path,
+                                        caplog: pytest.LogCaptureFixture) -> None:
+    import os
+
+    root = wheel_project.project.root
+    (root / "wheels" / "blob.bin").write_bytes(os.urandom(300_000))  # incompressible: some 0.3 MB of sdist
+    sh_git(root, "add", "wheels/blob.bin")
+    with caplog.at_level("INFO", logger="hiraishin"):
+        result = build_sdist(wheel_project.project, wheel_project.cache, tmp_path)
+    size = result.path.stat().st_size
+    assert 300_000 < size < 400_000
+    assert f"wrote {result.path} ({result.files} files, {size / 1e6:.1f} MB)" in [
+        r.getMessage() for r in caplog.records if r.name == "hiraishin"]
