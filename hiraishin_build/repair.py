@@ -260,8 +260,8 @@ def check_size(wheel: Path, recipe: Recipe) -> None:
         # The refused wheel is not kept, so the error itself says what takes the room.
         largest = "".join(f"\n    {bytes_ / 1e6:7.1f} MB  {name}" for name, bytes_ in largest_members(wheel))
         raise SizeBudgetExceeded(
-            f"{wheel.name} is {size / 1e6:.1f} MB, over the {recipe.name} budget of {recipe.size_budget_mb:g} MB; "
-            f"its largest files (compressed):{largest}",
+            f"{wheel.name} is {size / 1e6:.1f} MB, over the {recipe.name} budget of {recipe.size_budget_mb:g} MB"
+            + (f"; its largest files (compressed):{largest}" if largest else ""),
             hint=f"raise size-budget-mb in recipes/{recipe.name}.toml only if the growth is intended",
         )
 

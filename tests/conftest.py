@@ -130,6 +130,18 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> UpstreamCache:
 
 
 @pytest.fixture(autouse=True)
+def fresh_tool_logger() -> Iterator[None]:
+    """A CLI run in-process configures the tool's logger (its own handler, no propagation);
+    later tests' caplog must still see its records."""
+    import logging
+
+    logger = logging.getLogger("hiraishin")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    yield
+    logger.handlers[:], logger.level, logger.propagate = saved
+
+
+@pytest.fixture(autouse=True)
 def isolated_git_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Tests never read the developer's git configuration."""
     config = tmp_path_factory.mktemp("gitconfig") / "config"
