@@ -266,6 +266,7 @@ def test_a_wheel_with_other_dist_info_is_refused(tmp_path: Path) -> None:
         repair.retag(wheel, "cpu", tmp_path / "out")
     assert info.value.message == (f"{wheel.name}: expected one hiraishin_llama-9079.2.dist-info/ directory, found "
                                   "['hiraishin_llama-9079.2.dist-info', 'other-1.0.dist-info']")
+    assert list((tmp_path / "out").iterdir()) == []
 
 
 def test_a_wheel_whose_metadata_has_no_version_is_refused(tmp_path: Path) -> None:
@@ -281,7 +282,7 @@ def test_a_wheel_whose_metadata_has_no_version_is_refused(tmp_path: Path) -> Non
     with pytest.raises(RepairError) as info:
         repair.retag(bare, "cpu", tmp_path / "out")
     assert info.value.message == f"{wheel.name}: METADATA has no Version line"
-    assert not list((tmp_path / "out").glob("*.whl"))
+    assert list((tmp_path / "out").iterdir()) == []  # not even the half-written file
 
 
 def test_retag_writes_a_record_last_and_keeps_dates_and_other_files(tmp_path: Path) -> None:
