@@ -421,3 +421,44 @@ def test_repair_says_what_it_made(tmp_path: Path, elves: dict[str, bytes], caplo
     assert message == (f"repaired {result.path.name}: {', '.join(result.tags)}, {result.size / 1e6:.1f} MB, "
                        "grafted: nothing")
     assert result.tags == tuple(sorted(result.tags)) and len(result.tags) >= 1
+
+
+def test_retag_makes_its_output_directory_or_writes_into_one_that_exists(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path / "in", {})
+    nested = repair.retag(wheel, "cpu", tmp_path / "a" / "b" / "out")
+    assert nested.parent == tmp_path / "a" / "b" / "out"
+    again = repair.retag(wheel, "cu13.sm90", nested.parent)
+    assert sorted(p.name for p in nested.parent.iterdir()) == sorted([nested.name, again.name])
+
+
+def test_retag_keeps_files_after_the_old_record_and_a_version_line_in_the_description(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path / "in", {}, metadata="\nVersion: as a line of the description\n")
+    with zipfile.ZipFile(wheel, "a") as archive:  # after RECORD: still a file of the wheel
+        archive.writestr("hiraishin_llama/late.txt", "late\n")
+    tagged = repair.retag(wheel, "cpu", tmp_path / "out")
+    with zipfile.ZipFile(tagged) as archive:
+        assert archive.read("hiraishin_llama/late.txt") == b"late\n"
+        metadata = archive.read("hiraishin_llama-9079.2+cpu.dist-info/METADATA").decode()
+    assert metadata.count("Version: 9079.2+cpu\n") == 1
+    assert metadata.endswith("\nVersion: as a line of the description\n")
+    assert record_is_consistent(tagged)
+
+
+def test_every_runpath_entry_is_read(elves: dict[str, bytes]) -> None:
+    info = repair.elf_info("x", elves["runpath.so"])
+    assert (info.rpath, info.runpath) == ((), ("$ORIGIN/../lib", "$ORIGIN/../../nvidia/cu13/lib"))
+
+
+def test_an_elf_file_is_read_down_to_a_bare_header_whatever_comes_before_it(tmp_path: Path,
+                                                                            elves: dict[str, bytes]) -> None:
+    header = bytearray(elves["plain.so"][:64])  # the ELF64 header alone, with no section headers
+    header[0x28:0x30] = bytes(8)  # e_shoff
+    header[0x3C:0x40] = bytes(4)  # e_shnum, e_shstrndx
+    wheel = make_wheel(tmp_path, {"hiraishin_llama/lib/script.sh": (b"#" * 100, EXEC),  # not ELF, first
+                                  "hiraishin_llama/lib/header.so": (bytes(header), PLAIN),
+                                  "hiraishin_llama/lib/short.so": (bytes(header[:63]), PLAIN),
+                                  "hiraishin_llama/lib/libllama.so": (elves["plain.so"], PLAIN)})
+    elves_read = repair.wheel_elves(wheel)
+    assert [e.path for e in elves_read] == ["hiraishin_llama/lib/header.so", "hiraishin_llama/lib/libllama.so"]
+    assert elves_read[0] == repair.ElfInfo("hiraishin_llama/lib/header.so", (), (), ())
+    assert repair.elf_problems(wheel) == ["hiraishin_llama/lib/header.so: has no RPATH"]
