@@ -296,11 +296,14 @@ def _progress_mark(work: Path) -> str | None:
 
 
 def _run_mutmut(command: list[str], module: str, work: Path, env: dict[str, str]) -> int:
-    """mutmut 2's main process waits for its worker process for ever: when the worker dies (a machine
-    shared with other work can take it), the run hangs. With no mutant finished for STALL_SECONDS, the
+    """mutmut 2's main process waits for its worker process for ever: when the worker dies, the run
+    hangs. (Seen here: `mutmut show` run in the scratch copy during a run re-reads the module while a
+    mutant is applied, deletes the rows of the lines that differ, and the worker's next look-up of one
+    fails; do not run it there until the run is over.) With no mutant finished for STALL_SECONDS, the
     run is stopped, the module file mutmut may have left mutated is put back from its .bak copy, and
-    mutmut starts again on the same cache, where it picks up the mutants still untested (three times
-    at most). Its output goes to mutmut.log in the scratch copy."""
+    mutmut starts again on the same cache, where it picks up the mutants still untested and registers
+    again those whose rows were lost (three restarts at most). Its output goes to mutmut.log in the
+    scratch copy."""
     source = work / "hiraishin_build" / f"{module}.py"
     backup = source.with_name(source.name + ".bak")
     with (work / "mutmut.log").open("a") as log:
