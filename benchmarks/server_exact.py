@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import platform
 import subprocess
@@ -131,12 +132,17 @@ class Run:
             "failure": self.failure, "fatal_log": self.fatal_log,
             "log_tail": self.log_tail if self.failure else [],
             "startup_s": round(self.startup_s, 2), "seconds": round(self.seconds, 1),
-            "answers": [{"n_tokens": len(a.tokens), "predicted_n": a.predicted_n,
-                         "tokens_predicted": a.tokens_predicted, "stop_type": a.stop_type,
+            "answers": [{"n_tokens": len(a.tokens), "tokens_sha256": tokens_digest(a.tokens),
+                         "predicted_n": a.predicted_n, "tokens_predicted": a.tokens_predicted, "stop_type": a.stop_type,
                          "draft_n": a.draft_n, "draft_n_accepted": a.draft_n_accepted, "seconds": a.seconds,
                          "count_problem": a.count_problem(self.n_predict)}
                         for a in self.answers],
         }
+
+
+def tokens_digest(tokens: list[int]) -> str:
+    """A short fingerprint of a token stream, to compare runs of different builds or machines."""
+    return hashlib.sha256(",".join(map(str, tokens)).encode()).hexdigest()[:16]
 
 
 def get_json(url: str, timeout_s: float) -> object:
