@@ -38,10 +38,13 @@ if os.environ.get("STAND_IN_CRASH"):
     sys.exit(3)
 on = os.environ.get("GGML_BATCH_INVARIANT") == "1" and os.environ.get("GGML_CUDA_BATCH_INVARIANT") == "1"
 differ = 0 if on and not os.environ.get("STAND_IN_DIFFER") else 7
+# A fault only a model split between GPU and CPU shows (as the scheduler's op offload once did).
+if "--ngl" in args and os.environ.get("STAND_IN_SPLIT_DIFFERS"):
+    differ = 5
 results = [{{"b": b, "positions_differ": 0 if b == 1 else differ}} for b in [1, *batches]]
 expect = value("--expect")
 passed = expect == "none" or (expect == "identical") == (differ == 0)
-open(value("--json"), "w").write(json.dumps({{"results": results, "passed": passed}}))
+open(value("--json"), "w").write(json.dumps({{"results": results, "passed": passed, "ngl": value("--ngl")}}))
 sys.exit(0 if passed else 1)
 """
 
@@ -157,3 +160,39 @@ def test_by_default_every_batch_size_2_to_16_is_replayed(stand_in: Path, tiny_mo
     code, out, err = run(tmp_path, capsys, "--model", str(tiny_model))
     assert code == 0, out + err
     assert json.loads((tmp_path / "smoke.json").read_text())["batches"] == list(range(2, 17))
+
+
+@pytest.fixture
+def cuda_stand_in(stand_in: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(runtime, "build_info", lambda: {"recipe": "cu13-sm90", "exact_backends": ["cuda"]})
+    monkeypatch.setattr(runtime, "built_architectures", lambda: ["90"])
+    monkeypatch.setattr(runtime, "gpus", lambda: [runtime.Gpu("NVIDIA H200", "90")])
+    monkeypatch.setattr(runtime, "environment_warnings", lambda: [])
+    return stand_in
+
+
+def test_on_cuda_a_model_split_between_gpu_and_cpu_is_a_case_of_its_own(
+        cuda_stand_in: Path, tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--batches", "2", "--kv", "f16", "--partial-offload", "2")
+    assert code == 0, out + err
+    running = [line for line in out.splitlines() if line.startswith("running")]
+    assert running[1] == f"running {tiny_model.name} kv=f16 ngl=2 switch on (2/3) ..."
+    report = json.loads((tmp_path / "smoke.json").read_text())
+    assert [(c["gpu_layers"], c["report"]["ngl"]) for c in report["cases"]] == [(None, None), (2, "2"), (None, None)]
+
+
+def test_a_difference_only_the_split_model_shows_fails_the_guarantee(
+        cuda_stand_in: Path, tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STAND_IN_SPLIT_DIFFERS", "1")
+    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--batches", "2", "--kv", "f16", "--partial-offload", "2")
+    assert code == 1, out + err
+    row = next(line for line in out.splitlines() if "ngl=2 switch on" in line and not line.startswith("running"))
+    assert row.split()[-2:] == ["5", "FAILED"]
+
+
+def test_with_a_model_of_its_own_the_split_is_not_guessed(
+        cuda_stand_in: Path, tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--batches", "2")
+    assert code == 0, out + err
+    assert "ngl=" not in out

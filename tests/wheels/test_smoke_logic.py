@@ -26,6 +26,15 @@ def test_cuda_cases_expect_identical_and_a_failing_negative_control(cuda_build: 
     assert [(c.quant, c.kv, c.expect) for c in controls] == [("Q4_K_M", "f16", "differ"), ("Q6_K", "f16", "differ")]
 
 
+def test_cuda_adds_one_split_model_case_the_cpu_none(cuda_build: None) -> None:
+    cuda = smoke.default_cases("cuda", ["Q4_K_M", "Q6_K"], ["f16", "q8_0"], gpu_layers=2)
+    split = [c for c in cuda if c.gpu_layers is not None]
+    assert [(c.quant, c.kv, c.gpu_layers, c.batch_invariant, c.expect) for c in split] == [
+        ("Q4_K_M", "f16", 2, True, "identical")]
+    assert split[0].name == "Q4_K_M kv=f16 ngl=2 switch on"
+    assert all(c.gpu_layers is None for c in smoke.default_cases("cpu", ["Q4_K_M"], ["f16"], gpu_layers=2))
+
+
 def test_unclaimed_backend_is_reported_not_judged(cuda_build: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runtime, "gpus", lambda: [])
     assert smoke.backend_in_use() == "cpu"
