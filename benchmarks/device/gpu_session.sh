@@ -12,6 +12,9 @@
 #   gpu_session.sh spec            # llama-speculative-simple vs llama-server greedy
 #   gpu_session.sh fault NAME      # apply benchmarks/faults/fault-NAME.diff, rebuild, swap the rebuilt files in
 #   gpu_session.sh unfault NAME    # revert it (the next rebuild picks it up)
+#   gpu_session.sh partial TAG     # replay with the 4-layer Q4_K_M model split GPU/CPU (--ngl 2), by switch name
+#   gpu_session.sh model-part DIR  # keep DIR's smol.part* under /tmp/model (a real model travels in parts)
+#   gpu_session.sh server          # benchmarks/server_exact.py on SmolLM2 reassembled from its parts
 #
 # Each phase writes logs and JSON to $OUT. The machine keeps its files only
 # while calls follow each other closely, so run the phases back to back.
@@ -107,6 +110,41 @@ spec)
     GGML_BATCH_INVARIANT=0 python3 benchmarks/device/spec_vs_greedy.py --model "$target" --draft "$target" \
         --n-predict 600 --prompts 4 --expect differ --json "$OUT/spec-simple-off.json" 2>&1 | tail -6
     ;;
+partial)
+    # The issue's command: a model split between GPU and CPU, every b, all 16 threads of this host,
+    # the switch by default (the launcher sets both names), by the CUDA name alone, and off.
+    tag=${2:-stack}
+    model=~/.cache/hiraishin-llama/models/qwen3-8b-4l-seed1-Q4_K_M.gguf
+    [ -f "$model" ] || "$VENV/bin/python" -m hiraishin_llama.synthetic --preset qwen3-8b --n-layer 4 --seed 1 \
+        --quant Q4_K_M --out "$model" > /dev/null || exit 1
+    lscpu | grep -E 'Model name|^CPU\(s\)|Flags' | sed 's/\(Flags:\).*\(avx512f\|amx_int8\).*/\1 (has \2 ...)/' | tee "$OUT/host-cpu.txt"
+    rc=0
+    for setting in "default|" "cuda-name-only|GGML_CUDA_BATCH_INVARIANT=1" "off|GGML_BATCH_INVARIANT=0"; do
+        name=${setting%%|*}; vars=${setting#*|}
+        expect=identical; [ "$name" = off ] && expect=differ; [ "$tag" != stack ] && expect=none
+        t=$(date +%s)
+        env -u GGML_BATCH_INVARIANT -u GGML_CUDA_BATCH_INVARIANT $vars "$VENV/bin/hiraishin-replay" replay \
+            --model "$model" --ngl 2 --n-gen 100 --expect "$expect" --json "$OUT/partial-$tag-$name.json" \
+            > "$OUT/partial-$tag-$name.log" 2>&1 || rc=1
+        echo "== partial $tag $name (expect $expect) in $(( $(date +%s) - t ))s: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print({x["b"]: x["positions_differ"] for x in r["results"]})' "$OUT/partial-$tag-$name.json" 2>&1)"
+    done
+    exit $rc
+    ;;
+model-part)
+    mkdir -p /tmp/model && cp "$2"/smol.part* /tmp/model/ && ls -la /tmp/model
+    ;;
+server)
+    model=/tmp/model/smol.gguf
+    [ -f "$model" ] || cat /tmp/model/smol.part1 /tmp/model/smol.part2 /tmp/model/smol.part3 > "$model" || exit 1
+    (cd "$(dirname "$model")" && sha256sum smol.gguf) | tee "$OUT/smol.sha256"
+    t=$(date +%s)
+    python3 "$REPO/benchmarks/server_exact.py" --venv "$VENV" --model "$model" --switch both \
+        --log-dir /tmp/server-logs --json "$OUT/server-exact-h200.json" --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
+        2>&1 | tail -30
+    rc=${PIPESTATUS[0]}
+    echo "server_exact exit $rc in $(( $(date +%s) - t ))s"
+    exit $rc
+    ;;
 fault|unfault)
     # FAULT_TARGETS: what to rebuild; FAULT_SWAP: package files replaced by their rebuilt
     # copies from the build tree's bin/ (defaults: the CUDA backend and the op tests).
@@ -132,5 +170,5 @@ fault|unfault)
     fi
     ;;
 *)
-    echo "usage: $0 build SDIST | wait | optests | install | smoke [ARGS] | spec | fault NAME | unfault NAME" >&2; exit 2 ;;
+    echo "usage: $0 build SDIST | wait | optests | install | smoke [ARGS] | spec | fault NAME | unfault NAME | partial TAG | model-part DIR | server" >&2; exit 2 ;;
 esac
