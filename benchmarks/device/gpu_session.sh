@@ -152,6 +152,8 @@ fault|unfault)
     diff=$REPO/benchmarks/faults/fault-$name.diff
     pkg=$(dirname "$(package_bin)")
     swap=${FAULT_SWAP:-bin/libggml-cuda.so}
+    # unfault restores what fault swapped in, whatever FAULT_SWAP says then
+    if [ "$1" = fault ]; then echo "$swap" > "/tmp/fault-$name.swap"; else swap=$(cat "/tmp/fault-$name.swap" 2>/dev/null || echo "$swap"); fi
     for f in $swap; do [ -f "$pkg/$f.stack" ] || cp "$pkg/$f" "$pkg/$f.stack"; done
     if [ "$1" = fault ]; then
         patch -p1 -d "$SRC/llama.cpp" < "$diff" || exit 1
