@@ -154,3 +154,16 @@ def load_benchmark(name: str) -> ModuleType:
     sys.modules[name] = module  # dataclasses in the script look their module up by name
     spec.loader.exec_module(module)
     return module
+
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def readme_server_command(target: Path, draft: Path) -> list[str]:
+    """The arguments of the README's ``llama-server -m target.gguf -md draft.gguf ...`` line, with real
+    model paths: tests start the server as the README tells users to."""
+    lines = [line.strip() for line in README.read_text().splitlines()
+             if line.strip().startswith("llama-server ") and "-md" in line]
+    assert lines, f"{README} shows no `llama-server ... -md ...` command"
+    words = lines[0].split()[1:]
+    return [str(target) if w == "target.gguf" else str(draft) if w == "draft.gguf" else w for w in words]

@@ -17,7 +17,7 @@ import pytest
 
 from hiraishin_build.smoke import serve_check
 
-from tests.helpers import fresh_venv
+from tests.helpers import fresh_venv, readme_server_command
 
 def smollm2_model() -> Path:
     explicit = os.environ.get("HIRAISHIN_SERVE_MODEL")
@@ -43,6 +43,14 @@ def test_llama_server_from_the_cpu_wheel_answers_a_completion(tmp_path: Path, cp
     assert result.tokens_predicted > 0
 
 
+def serve_json(base: str, path: str) -> object:
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(base + path, timeout=10) as response:
+        return json.loads(response.read())
+
+
 def server_props(base: str) -> dict:
     import json
     import urllib.request
@@ -52,17 +60,20 @@ def server_props(base: str) -> dict:
 
 
 def test_the_readme_server_command_serves_one_exact_slot(tmp_path: Path, cpu_wheel: Path) -> None:
-    """`llama-server -m M -md D` as the README writes it: in batch-invariant mode (the console
-    scripts' default) with a draft, auto -np picks one slot, the setting the guarantee holds for;
-    stock upstream picks 4 slots with a unified cache."""
+    """`llama-server -m M -md D --spec-type draft-simple` as the README writes it: in batch-invariant
+    mode (the console scripts' default) with a draft, auto -np picks one slot, the setting the
+    guarantee holds for, and the server speculates; stock upstream picks 4 slots with a unified cache."""
     from hiraishin_build.smoke import llama_server
 
     model = smollm2_model()
     venv = fresh_venv(tmp_path / "venv")
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(cpu_wheel)], check=True)
-    readme_args = ["-m", str(model), "-md", str(model), "-c", "2048"]
+    readme_args = [*readme_server_command(model, model), "-c", "2048"]
     with llama_server(venv, readme_args, tmp_path / "default.log") as (base, _):
         assert server_props(base)["total_slots"] == 1
+        # -md alone loads the draft and does not speculate at this base (upstream made the draft type
+        # explicit): the README's command must be one that does
+        assert serve_json(base, "/slots")[0]["speculative"]
     log = (tmp_path / "default.log").read_text()
     assert "batch-invariant mode with speculative decoding: using one slot (-np 1)" in log
     # Asked for more slots, it serves them, saying loudly that the guarantee does not hold there.

@@ -22,19 +22,18 @@ import pytest
 
 from hiraishin_build.smoke import llama_server
 
-from tests.helpers import fresh_venv, load_benchmark
+from tests.helpers import fresh_venv, load_benchmark, readme_server_command
 
 server_exact = load_benchmark("server_exact")
 
 N_PREDICT = 200
 
-# The abort of every draft-model server at b10354, whatever the switch: draft-simple's process()
-# decodes each target batch in the draft context as well, verify batches (1 + n_draft outputs)
-# included, but common_base_params_to_speculative() gives the draft context n_outputs_max =
-# n_parallel (1). The fix (the draft context takes the target's n_outputs_max) is not in the stack yet.
+# The abort of every draft-model server at b10354 (revision 7), whatever the switch: draft-simple's
+# process() decodes each target batch in the draft context as well, verify batches (1 + n_draft
+# outputs) included, but the draft context held n_parallel (1) outputs. Revision 8's
+# speculative-the-draft-context-holds-a-verify-batch-s-outputs.patch fixes it; the mark is the
+# message the tests look for in a dying server's log.
 DRAFT_ABORT = "GGML_ASSERT(n_outputs_max <= cparams.n_outputs_max) failed"
-DRAFT_ABORT_REASON = ("b10354 defect, fix not in the stack yet: a draft-model server aborts on its first verify "
-                      "batch (the draft context holds n_parallel outputs, draft-simple decodes 1 + n_draft there)")
 
 
 @pytest.fixture(scope="module")
@@ -65,17 +64,15 @@ def states(server_venv: Path, smollm2: Path, tmp_path_factory: pytest.TempPathFa
 
 
 def require_served(run) -> None:
-    """Every prompt answered; the known b10354 abort turns the test into an expected failure."""
-    if any(DRAFT_ABORT in line for line in run.fatal_log):
-        pytest.xfail(DRAFT_ABORT_REASON)
+    """Every prompt answered, and not the b10354 abort of the draft context."""
+    assert not any(DRAFT_ABORT in line for line in run.fatal_log), f"{run.label}: {run.fatal_log}"
     assert run.failure is None and run.served == len(server_exact.PROMPTS), (
         f"{run.label} served {run.served} of {len(server_exact.PROMPTS)}: {run.failure}\n" + "\n".join(run.log_tail))
 
 
-@pytest.mark.xfail(strict=True, reason=DRAFT_ABORT_REASON)
 def test_a_draft_model_server_answers_with_drafted_tokens(states: States) -> None:
-    """The defect itself, switch on (the wheel's default): the draft server must answer every request
-    and draft. Passes once the stack carries the fix; then drop the mark."""
+    """The b10354 abort, switch on (the wheel's default): the draft server must answer every request
+    and draft (revision 7 died on its first verify batch)."""
     draft = states(True)["draft"]
     assert draft.served == len(server_exact.PROMPTS), draft.fatal_log or draft.log_tail
     assert draft.speculative and sum(a.draft_n for a in draft.answers) > 0
@@ -129,11 +126,9 @@ def test_with_the_switch_off_the_streams_may_differ(states: States, record_prope
         pytest.skip(f"switch off: all {state['compared']} streams identical on this machine")
 
 
-@pytest.mark.xfail(strict=True, reason="b10354: upstream made the draft type explicit (ggml-org/llama.cpp#23988); "
-                                       "`-md D` alone loads the draft model and does not speculate, the stack does "
-                                       "not restore the README's command yet")
 def test_the_readme_command_speculates(server_venv: Path, smollm2: Path, tmp_path: Path) -> None:
-    with llama_server(server_venv, ["-m", str(smollm2), "-md", str(smollm2), "-c", "2048"],
+    """The README's server command, as written, drafts: -md alone would only load the draft model."""
+    with llama_server(server_venv, [*readme_server_command(smollm2, smollm2), "-c", "2048"],
                       tmp_path / "readme.log") as (base, _):
         slots = server_exact.get_json(f"{base}/slots", 10)
     assert slots[0]["speculative"]

