@@ -54,7 +54,9 @@ MIN_CUDA: dict[str, tuple[int, int]] = {
 # Blackwell data-centre GPUs (sm_100, sm_103) run from the sm90 index, and the
 # sm120 recipes carry compute_120 PTX for GPUs after Blackwell. Elsewhere PTX
 # would only add size (the next GPU generation has its own recipe). JIT-ed PTX
-# runs the same kernels in the same order, so batch invariance holds there too.
+# runs the compiled kernels, but the kernel choices that follow the real GPU's
+# compute capability are the newer GPU's (docs/architectures.md): for sm_100
+# running compute_90 PTX those are the choices of sm_90 and later.
 
 
 @dataclass(frozen=True)
