@@ -23,12 +23,14 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # A later release of the pin's repository on which the whole stack applies.
 NEWER = "b10018-1.2.0"
 # An older release: it predates ggml_cuda_should_use_mmvq, the server's per-slot
-# drafting and the new test-backend-ops cases, so three patches conflict there.
+# drafting, the new test-backend-ops cases and the draft context's output limit,
+# so four patches conflict there.
 OLDER = "feature-turboquant-kv-cache-b9964-519f0c5"
 CONFLICTING_ON_OLDER = [
     "ggml-cuda-batch-invariant-mmvq-up-to-16-columns.patch",
     "speculative-keep-verify-batches-inside-one-256-cell-kv-windo.patch",
     "tests-batch-invariance-of-mul-mat-and-flash-attn-ext-in-test.patch",
+    "speculative-the-draft-context-holds-a-verify-batch-s-outputs.patch",
 ]
 REQUIRED_REFS = (NEWER, OLDER)
 
