@@ -15,6 +15,7 @@
 #   gpu_session.sh partial TAG     # replay with the 4-layer Q4_K_M model split GPU/CPU (--ngl 2), by switch name
 #   gpu_session.sh model-part DIR  # keep DIR's smol.part* under /tmp/model (a real model travels in parts)
 #   gpu_session.sh server          # benchmarks/server_exact.py on SmolLM2 reassembled from its parts
+#   gpu_session.sh ptx ARCH        # a cu13-smARCH wheel of ARCH-virtual PTX only, run here by JIT: smoke + op tests
 #
 # Each phase writes logs and JSON to $OUT. The machine keeps its files only
 # while calls follow each other closely, so run the phases back to back.
@@ -145,6 +146,32 @@ server)
     echo "server_exact exit $rc in $(( $(date +%s) - t ))s"
     exit $rc
     ;;
+ptx)
+    # An older architecture's code on this GPU: the recipe's device code replaced by its PTX alone (on
+    # this machine's copy of the recipe only: the tool refuses a -D that overrides a recipe), so the
+    # driver JIT-compiles it for the H200. The JIT cache must hold the whole PTX, or every process
+    # compiles it again (the default 256 MiB did not: the smoke test ran past 170 s).
+    arch=$2
+    recipe=cu13-sm$arch
+    sed -i "s/\"$arch-real\"/\"$arch-virtual\"/" "recipes/$recipe.toml" && grep architectures "recipes/$recipe.toml"
+    export CUDA_CACHE_MAXSIZE=4294967296
+    t=$(date +%s)
+    hiraishin wheel --recipe "$recipe" --sdist "$SRC" --no-build-isolation -D HIRAISHIN_BUILD_TESTS=ON -j "$(nproc)" \
+        > "$OUT/wheel-$recipe.out" 2>&1 || { tail -20 "$OUT/wheel-$recipe.out"; exit 1; }
+    echo "built in $(( $(date +%s) - t ))s"; tail -1 "$OUT/wheel-$recipe.out"
+    venv=/tmp/venv-$arch
+    user_venv "$venv" > /dev/null
+    "$venv/bin/pip" install -q --no-index --find-links "/tmp/src/wheels/$recipe" --find-links .whl 'hiraishin-llama[cu13]' || exit 1
+    t=$(date +%s)
+    "$venv/bin/hiraishin-llama-smoke" --json "$OUT/smoke-ptx$arch.json" > "$OUT/smoke-ptx$arch.log" 2>&1; rc=$?
+    echo "smoke exit $rc in $(( $(date +%s) - t ))s"; tail -14 "$OUT/smoke-ptx$arch.log"
+    for on in 1 0; do
+        GGML_BATCH_INVARIANT=$on timeout 120 "$REPO/build/$recipe/bin/test-backend-ops" -b CUDA0 \
+            -o MUL_MAT_BATCH_INVARIANCE,FLASH_ATTN_EXT_BATCH_INVARIANCE > "$OUT/tbo-ptx$arch-bi-$on.txt" 2>&1
+        echo "op tests, switch $on: $(grep -E 'tests passed' "$OUT/tbo-ptx$arch-bi-$on.txt")"
+    done
+    exit $rc
+    ;;
 fault|unfault)
     # FAULT_TARGETS: what to rebuild; FAULT_SWAP: package files replaced by their rebuilt
     # copies from the build tree's bin/ (defaults: the CUDA backend and the op tests).
@@ -172,5 +199,5 @@ fault|unfault)
     fi
     ;;
 *)
-    echo "usage: $0 build SDIST | wait | optests | install | smoke [ARGS] | spec | fault NAME | unfault NAME | partial TAG | model-part DIR | server" >&2; exit 2 ;;
+    echo "usage: $0 build SDIST | wait | optests | install | smoke [ARGS] | spec | fault NAME | unfault NAME | partial TAG | model-part DIR | server | ptx ARCH" >&2; exit 2 ;;
 esac
