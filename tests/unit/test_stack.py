@@ -410,3 +410,67 @@ def test_files_with_names_git_quotes_are_listed_as_they_are(stack_project: Stack
     patch = next(p for p in read_series(stack_project.project.patches_dir).patches() if "accent" in p.subject)
     assert patch.files == ("ggml/src/ggml-cuda/café.cu",)
     assert b'"b/ggml/src/ggml-cuda/caf\\303\\251.cu"' in patch.path.read_bytes()
+
+
+# -- the error a failed apply raises, from git's output ------------------------------------
+
+AM_ADVICE = (
+    "hint: Use 'git am --show-current-patch=diff' to see the failed patch\n"
+    "Patch failed at 0001 mmvq: a change\n"
+    "When you have resolved this problem, run \"git am --continue\".\n"
+    "If you prefer to skip this patch, run \"git am --skip\" instead.\n"
+    "To restore the original branch and stop patching, run \"git am --abort\".\n"
+)
+
+
+def test_a_failure_naming_no_hunk_quotes_gits_output_without_its_advice(tmp_path: Path) -> None:
+    from hiraishin_build.stack import _describe_failure
+
+    patch = tmp_path / "patches" / "0001-a.patch"
+    patch.parent.mkdir()
+    patch.write_text("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n")
+    output = "Applying: mmvq: a change\nerror: sha1 information is lacking or useless (a.c).\n" + AM_ADVICE
+    error = _describe_failure(patch, output)
+    assert error.message == ("0001-a.patch does not apply:\n    Applying: mmvq: a change\n"
+                             "    error: sha1 information is lacking or useless (a.c).")
+    assert error.hint == "the upstream changed under this patch: refresh it (`hiraishin rebase`) or fix the patch file"
+
+
+def test_a_patch_git_calls_corrupt_is_named_with_gits_reason(tmp_path: Path) -> None:
+    from hiraishin_build.series import restore_hint
+    from hiraishin_build.stack import _describe_failure
+
+    patch = tmp_path / "patches" / "0002-b.patch"
+    patch.parent.mkdir()
+    # Bytes that are not UTF-8 are read, not refused.
+    patch.write_bytes(b"From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nSubject: caf\xe9\n")
+    for output, reason in (("Applying: b\nerror: corrupt patch at line 12\n" + AM_ADVICE, "corrupt patch at line 12"),
+                           ("fatal: git diff header lacks filename information when removing 1 leading pathname "
+                            "component (line 9)\nerror: patch fragment without header at line 14: @@ -1 +1 @@\n",
+                            "patch fragment without header at line 14: @@ -1 +1 @@")):
+        error = _describe_failure(patch, output)
+        assert error.message == f"patches/0002-b.patch: the patch file is corrupt ({reason})"
+        assert error.hint == restore_hint(patch)
+    unreadable = _describe_failure(patch, "error: patch failed: a.c:3\n" + AM_ADVICE)
+    assert unreadable.message == "0002-b.patch does not apply; failing files and hunks:\n    a.c at line 3"
+
+
+def test_a_failed_hunk_is_a_value() -> None:
+    import dataclasses
+
+    hunk = FailedHunk("a.c", 7, "@@ -7,7 +7,7 @@")
+    assert {hunk, FailedHunk("a.c", 7, "@@ -7,7 +7,7 @@")} == {hunk}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        hunk.line = 8  # type: ignore[misc]
+
+
+def test_conflicted_and_absent_files_are_named_once_after_the_failed_hunks(tmp_path: Path) -> None:
+    from hiraishin_build.stack import _describe_failure
+
+    patch = tmp_path / "patches" / "0003-c.patch"
+    patch.parent.mkdir()
+    patch.write_text("diff --git a/a.c b/a.c\n")
+    error = _describe_failure(patch, "error: patch failed: a.c:3\n" + AM_ADVICE,
+                              conflicted=("a.c", "b.c"), absent=("a.c", "b.c", "c.c"))
+    assert error.message == ("0003-c.patch does not apply; failing files and hunks:\n    a.c at line 3\n"
+                             "    b.c: merge conflict\n    c.c: the file does not exist in the base")
