@@ -426,3 +426,151 @@ def test_require_complete_works_offline_and_names_what_is_missing(tmp_path: Path
         cache.require_complete("0123456789abcdef0123456789abcdef01234567", pin.checkout)
     assert info.value.message == (f"the upstream cache {cache.git_dir} does not hold commit "
                                   "0123456789abcdef0123456789abcdef01234567")
+
+
+# -- where the cache lives, fetching a source again, single blobs ----------------------------------
+
+def test_the_cache_root_is_the_environments_or_the_users_cache_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import platformdirs
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv(cache_module.CACHE_ENV, "~/caches/../hiraishin-cache")
+    assert cache_module.default_cache_root() == (tmp_path / "hiraishin-cache").resolve()
+    assert UpstreamCache().root == (tmp_path / "hiraishin-cache").resolve()
+    for unset in ("", None):
+        if unset is None:
+            monkeypatch.delenv(cache_module.CACHE_ENV)
+        else:
+            monkeypatch.setenv(cache_module.CACHE_ENV, unset)
+        assert cache_module.default_cache_root() == platformdirs.user_cache_path("hiraishin")
+
+
+def test_refetch_fetches_a_source_again_from_where_it_was_fetched(
+    tmp_path: Path, upstream: Upstream, cache: UpstreamCache,
+) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    mirror = tmp_path / "mirror.git"
+    sh_git(tmp_path, "clone", "-q", "--bare", str(upstream.path), str(mirror))
+    public = "https://example.invalid/org/upstream.git"
+    first = cache.fetch(str(mirror), pin, url=public)
+    assert (first.source.name, first.source.url) == ("org-upstream", public)
+    sh_git(mirror, "tag", "b102", pin.commit)
+    again = cache.refetch("org-upstream", pin)
+    assert again.source == first.source
+    assert again.source.location == mirror.resolve().as_uri()
+    assert again.added == ("b102",)
+    assert [(s.name, s.url) for s in cache.sources()] == [("org-upstream", public)]
+    # A source whose remote was removed by hand keeps its refs, but has nowhere to be fetched from.
+    sh_git(cache.git_dir, "config", "--remove-section", "remote.org-upstream")
+    with pytest.raises(UpstreamError) as info:
+        cache.refetch("org-upstream", pin)
+    assert info.value.message == "the source 'org-upstream' has no location to fetch from (its remote was removed)"
+    assert info.value.hint == "give one: `hiraishin upstream fetch --from PATH_OR_URL --name org-upstream`"
+    vocab = dict(ObjectStore(cache.git_dir).blobs(pin.commit))["models/ggml-vocab-big.gguf"]
+    with pytest.raises(UpstreamError) as info:
+        cache.ensure_blobs([vocab], why="for a test", commit=pin.commit)
+    assert info.value.message == "the upstream cache has no source to fetch file contents for a test from"
+    assert info.value.hint == "run `hiraishin upstream fetch` (or with --from <mirror>)"
+
+
+def test_ensure_blobs_fetches_only_what_the_cache_lacks(
+    tmp_path: Path, upstream: Upstream, cache: UpstreamCache, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    blobs = dict(ObjectStore(cache.git_dir).blobs(pin.commit))
+    docs, vocab, mmvq = blobs["docs/build.md"], blobs["models/ggml-vocab-big.gguf"], blobs["ggml/src/ggml-cuda/mmvq.cu"]
+    assert not ObjectStore(cache.git_dir).has(docs)
+    asked: list[list[str]] = []
+    real = git.fetch_objects
+    monkeypatch.setattr(git, "fetch_objects", lambda repo, remote, ids, **kw: asked.append(list(ids)) or real(repo, remote, ids, **kw))
+    cache.ensure_blobs([docs, mmvq, docs], why="for a test", commit=pin.commit)
+    assert asked == [[docs]]
+    assert ObjectStore(cache.git_dir).has(docs)
+    cache.ensure_blobs([docs, mmvq], why="for a test", commit=pin.commit)
+    assert asked == [[docs]]  # nothing left to fetch: no fetch
+    shutil.rmtree(upstream.path)
+    # The only source is gone: its own error, as git gave it.
+    with pytest.raises(CommandError) as info:
+        cache.ensure_blobs([vocab], why="for a test", commit=pin.commit)
+    assert type(info.value) is CommandError
+    assert info.value.message.startswith("fetching 1 file content(s) for a test from upstream (")
+
+
+def test_a_checkout_whose_blobs_no_source_can_serve(
+    tmp_path: Path, upstream: Upstream, cache: UpstreamCache, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    # The commit before the pin needs its own fattn.cu, which the fetch of the pin left out.
+    assert [b.path for b in cache.missing_blobs(upstream.base, pin.checkout)] == ["ggml/src/ggml-cuda/fattn.cu"]
+    # A source that answers without sending them.
+    monkeypatch.setattr(git, "fetch_objects", lambda *args, **kwargs: None)
+    with pytest.raises(UpstreamError) as info:
+        cache.prefetch_blobs(upstream.base, pin.checkout)
+    assert info.value.message == "the upstream source lacks 1 file(s) a checkout needs: ggml/src/ggml-cuda/fattn.cu"
+    assert info.value.hint == "add them to [checkout] exclude in recipes/upstream.toml if no build needs them"
+    monkeypatch.undo()
+    monkeypatch.setenv(cache_module.CACHE_ENV, str(cache.root))
+    # A source that is gone: git's error, which names no object, is raised as it is.
+    shutil.rmtree(upstream.path)
+    with pytest.raises(CommandError) as info:
+        cache.prefetch_blobs(upstream.base, pin.checkout)
+    assert type(info.value) is CommandError
+    assert info.value.message.startswith(f"fetching 1 file content(s) to check out {upstream.base[:12]} from upstream (")
+
+
+def test_a_legacy_cache_moves_aside_from_a_source_that_took_its_name(
+    tmp_path: Path, upstream: Upstream, fork: Upstream, cache: UpstreamCache,
+) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    make_legacy_cache(cache, upstream.path)
+    assert cache.sources_containing(pin.commit) == ("origin",)
+    # A source named as the pin's repository would be, but fetched from the fork.
+    sh_git(cache.git_dir, "config", "remote.upstream.url", fork.path.as_uri())
+    cache.fetch(str(fork.path), pin)
+    refs = sh_git(cache.git_dir, "for-each-ref", "--format=%(refname)").splitlines()
+    assert "refs/sources/upstream-1/tags/b101" in refs
+    assert "refs/sources/upstream/tags/fork-b200" in refs
+    assert "refs/sources/upstream/tags/b101" not in refs
+    assert {s.name: s.url for s in cache.sources()} == {"upstream": str(fork.path), "upstream-1": str(upstream.path)}
+    assert git.config_get(cache.git_dir, "extensions.partialClone") == "upstream-1"
+
+
+def test_which_source_a_fetch_fills_in_full() -> None:
+    from hiraishin_build.cache import identify
+    from hiraishin_build.pin import UpstreamPin
+    from hiraishin_build.sources import Source
+
+    pin_url = "https://github.com/TheTom/llama-cpp-turboquant.git"
+    fork_url = "https://github.com/AtomicBot-ai/atomic-llama-cpp-turboquant"
+    other = "https://gitlab.com/AtomicBot-ai/atomic-llama-cpp-turboquant"
+    mirror = "file:///srv/mirror/TheTom%2Bllama-cpp-turboquant/repo"
+    pin = UpstreamPin(url=pin_url, ref="b1", commit="69d8e4be47243e83b3d0d71e932bc7aa61c644dc")
+    thetom = Source("thetom", pin_url, mirror)
+    # Found by its repository: the url given replaces the one recorded.
+    assert identify([thetom], "https://github.com/thetom/llama-cpp-turboquant", pin, carries_pin=False,
+                    url="https://github.com/thetom/llama-cpp-turboquant") == Source(
+        "thetom", "https://github.com/thetom/llama-cpp-turboquant", "https://github.com/thetom/llama-cpp-turboquant")
+    assert identify([thetom], mirror, pin, carries_pin=True) == Source("thetom", pin_url, mirror)
+    with pytest.raises(UpstreamError) as info:
+        identify([thetom], pin_url, pin, carries_pin=True, name="other")
+    assert info.value.message == f"{pin_url} is already the source 'thetom' in the upstream cache"
+    assert info.value.hint == "fetch it as `--name thetom` (or without --name); one repository is one source"
+    atomic = Source("AtomicBot-ai-atomic-llama-cpp-turboquant", fork_url, fork_url)
+    with pytest.raises(UpstreamError) as info:
+        identify([atomic], other, pin, carries_pin=False)
+    assert info.value.message == ("the source name 'AtomicBot-ai-atomic-llama-cpp-turboquant' already stands for "
+                                  f"{fork_url}, not {other}")
+    assert info.value.hint == f"choose another name with --name NAME, or give --url {fork_url} if {other} is a mirror of it"
+    with pytest.raises(UpstreamError) as info:
+        identify([atomic], other, pin, carries_pin=False, url=other)
+    assert info.value.hint == "choose another name with --name NAME"
+    # A name whose remote is gone (no url) may be taken by any repository.
+    assert identify([Source("x", "", "")], fork_url, pin, carries_pin=False, name="x") == Source("x", fork_url, fork_url)
+    # The same location, now said to mirror another repository, keeps its name.
+    local = Source("local", "/srv/a", "file:///srv/a")
+    assert identify([local], "file:///srv/a", pin, carries_pin=False, name="local", url=fork_url) == Source(
+        "local", fork_url, "file:///srv/a")
