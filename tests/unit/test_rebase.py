@@ -833,3 +833,158 @@ def test_a_rebase_state_of_another_project_is_refused(sp: StackProject, tmp_path
                                       f"{sp.project.root.resolve()}")
         assert info.value.hint == f"run the command there (or with --project {sp.project.root.resolve()})"
     assert tree_snapshot(sp.workdir) == before
+
+
+# -- the pieces, one at a time ----------------------------------------------------------
+
+PIN_URL = "https://github.com/o/llama.cpp"
+
+
+def a_target(**fields) -> rebase.Target:  # type: ignore[no-untyped-def]
+    values = {"ref": "b2", "commit": "c" * 40, "relation": Relation.NEWER, "note": "", "later": True,
+              "source": "upstream", "url": PIN_URL, "sources": ("upstream",)}
+    return rebase.Target(**{**values, **fields})
+
+
+def test_the_notes_on_a_target_in_full() -> None:
+    from hiraishin_build.pin import UpstreamPin
+    from hiraishin_build.sources import RefKind
+
+    pin = UpstreamPin(url=PIN_URL, ref="b1", commit="a" * 40)
+    assert rebase._target_notes(pin, a_target()) == ()
+    assert rebase._target_notes(pin, a_target(ref="main", kind=RefKind.BRANCH, source="", sources=())) == (
+        "main is a branch: the pin records it, but a branch moves; prefer a tag",
+        f"no source has a ref containing cccccccccccc: the pin keeps its url {PIN_URL}",
+    )
+    assert rebase._target_notes(pin, a_target(source="fork", url="/srv/fork", sources=("fork", "upstream", "m"))) == (
+        "b2 is also in upstream, m; the pin takes the url of fork",
+        f"b2 is from the source fork: the pin's url moves from {PIN_URL} to /srv/fork",
+        "/srv/fork is a path on this machine; to record the public repository instead, fetch the mirror again with "
+        "`hiraishin upstream fetch --from /srv/fork --url URL` before the rebase",
+    )
+    assert rebase._target_notes(pin, a_target(source="fork", url="https://github.com/f/llama.cpp", sources=("fork",))) == (
+        f"b2 is from the source fork: the pin's url moves from {PIN_URL} to https://github.com/f/llama.cpp",
+    )
+
+
+OLD_PATCH = (
+    "From 0 Mon\nSubject: x\n\nWhy: y\n\ndiff --git a/f b/f\nindex 1111..2222 100644\n--- a/f\n+++ b/f\n"
+    "@@ -10,3 +10,4 @@ int f()\n a\n+b\n c\n"
+)
+
+
+def test_classify_refresh_names_every_aspect_in_order() -> None:
+    classify = rebase.classify_refresh
+    context = (OLD_PATCH.replace("@@ -10,3 +10,4 @@ int f()", "@@ -12,3 +12,4 @@ int g()")
+               .replace("index 1111..2222", "index 3333..4444").replace("\n a\n", "\n a2\n"))
+    assert classify(OLD_PATCH, context) == rebase.PatchChange(
+        ChangeKind.CONTEXT, ("line numbers", "context lines", "hunk function names", "index lines"))
+    assert classify(OLD_PATCH, OLD_PATCH.replace("int f()", "int g()")).aspects == ("hunk function names",)
+    content = OLD_PATCH.replace("Why: y", "Why: z").replace("a/f b/f", "a/g b/g").replace("+b", "+b2")
+    assert classify(OLD_PATCH, content) == rebase.PatchChange(
+        ChangeKind.CONTENT, ("message", "files or modes", "changed lines"))
+    assert classify(OLD_PATCH, OLD_PATCH.replace("--- a/f", "--- a/g")).aspects == ("files or modes",)
+    assert classify(OLD_PATCH, OLD_PATCH.replace("100644", "100755")).aspects == ("index lines",)
+    # Line ends git does not tell apart: the same patch, refreshed.
+    assert classify(OLD_PATCH, OLD_PATCH.replace(" c\n", " c\r\n")) == rebase.PatchChange(ChangeKind.CONTEXT, ("whitespace",))
+    # An empty context line is context; a hunk header without a function; one git would not write.
+    blank = OLD_PATCH.replace("\n c\n", "\n\n")
+    assert classify(OLD_PATCH, blank).aspects == ("context lines",)
+    bare = OLD_PATCH.replace("@@ -10,3 +10,4 @@ int f()", "@@ -10,3 +10,4 @@")
+    assert classify(OLD_PATCH, bare).aspects == ("hunk function names",)
+    odd = OLD_PATCH.replace("@@ -10,3 +10,4 @@ int f()", "@@ -10,3 @@ int f()")
+    assert classify(odd, odd.replace("-10,3", "-11,3")).aspects == ("line numbers",)
+    assert rebase._parse_patch_text(odd).ranges == ("@@ -10,3 @@ int f()",)
+    # No diff at all: only the message can differ.
+    assert classify("Subject: x\n", "Subject: y\n") == rebase.PatchChange(ChangeKind.CONTENT, ("message",))
+    parsed = rebase._parse_patch_text(OLD_PATCH)
+    assert parsed.message == "From 0 Mon\nSubject: x\n\nWhy: y\n"
+    assert parsed.headers == (("diff --git a/f b/f", "--- a/f", "+++ b/f"),)
+    assert parsed.index_lines == ("index 1111..2222 100644",)
+    assert (parsed.ranges, parsed.functions) == (("-10,3 +10,4",), ("int f()",))
+    assert (parsed.context, parsed.changes) == (((" a", " c"),), (("+b",),))
+
+
+def test_hunk_ranges_and_conflict_regions(tmp_path: Path) -> None:
+    assert rebase._hunk_ranges(OLD_PATCH + "diff --git a/g b/g\n@@ -1 +1 @@\n-x\n+y\n@@ -5,2 +5,2 @@ z\n") == [
+        ("diff --git a/f b/f", "-10,3 +10,4"), ("diff --git a/g b/g", "-1 +1"), ("diff --git a/g b/g", "-5,2 +5,2")]
+    assert rebase._hunk_ranges("@@ -1 +1 @@\n") == [("", "-1 +1")]
+    (tmp_path / "a.c").write_text("one\n<<<<<<< HEAD\nx\n=======\ny\n>>>>>>> patch\n>>>>>>> stray\n<<<<<<< open\n"
+                                  "<<<<<<< HEAD\nz\n>>>>>>> patch\n")
+    (tmp_path / "dir").mkdir()
+    assert rebase._conflict_regions(tmp_path, ["a.c", "gone.c", "dir"]) == (
+        rebase.ConflictRegion("a.c", 2, 6), rebase.ConflictRegion("a.c", 9, 11))
+
+
+def test_snapshot_of_a_directory(tmp_path: Path) -> None:
+    assert rebase._snapshot(tmp_path / "absent") == {}
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    (tmp_path / "d" / "sub" / "x").write_bytes(b"1")
+    (tmp_path / "d" / "y").write_bytes(b"2")
+    assert rebase._snapshot(tmp_path / "d") == {"sub/x": b"1", "y": b"2"}
+
+
+def test_classify_matches_old_and_new_patch_files(tmp_path: Path) -> None:
+    from hiraishin_build.report import PatchChange, PatchOutcome
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    new.mkdir()
+    for name in ("a.patch", "b.patch", "c.patch"):
+        (old / name).write_text(OLD_PATCH)
+    (new / "a.patch").write_text(OLD_PATCH)
+    (new / "b2.patch").write_text(OLD_PATCH.replace("+b", "+b2"))
+    (new / "d.patch").write_text(OLD_PATCH)
+
+    def outcome(index: int, name: str, status: PatchStatus) -> PatchOutcome:
+        return PatchOutcome(index=index, name=name, subject=name, files=("f",), status=status)
+
+    outcomes = (outcome(1, "a.patch", PatchStatus.CLEAN), outcome(2, "e.patch", PatchStatus.EMPTY),
+                outcome(3, "b.patch", PatchStatus.RESOLVED), outcome(4, "s.patch", PatchStatus.SKIPPED),
+                outcome(5, "k.patch", PatchStatus.CONFLICT))
+    # As many kept patches as new files: a renamed one is matched by its position.
+    result, added = rebase._classify(old, new, outcomes, ["a.patch", "b2.patch"])
+    assert [(o.name, o.change, o.new_name) for o in result] == [
+        ("a.patch", PatchChange(ChangeKind.IDENTICAL), None),
+        ("e.patch", PatchChange(ChangeKind.DROPPED), None),
+        ("b.patch", PatchChange(ChangeKind.CONTENT, ("changed lines",)), "b2.patch"),
+        ("s.patch", PatchChange(ChangeKind.DROPPED), None),
+        ("k.patch", None, None),
+    ]
+    assert added == ()
+    # A patch was added: positions no longer say which is which.
+    result, added = rebase._classify(old, new, outcomes, ["a.patch", "d.patch", "b2.patch"])
+    assert [(o.change, o.new_name) for o in result][2] == (
+        PatchChange(ChangeKind.CONTENT, ("no longer in the series",)), None)
+    assert added == ("d.patch", "b2.patch")
+
+
+def test_stopped_error_says_where_and_what_to_do() -> None:
+    from hiraishin_build.report import PatchOutcome, RebaseReport
+    from hiraishin_build.stack import FailedHunk
+
+    def report(dry_run: bool, *outcomes: PatchOutcome) -> RebaseReport:
+        return RebaseReport(onto_ref="b2", onto_commit="c" * 40, onto_source="upstream", onto_url=PIN_URL,
+                            pin_ref="b1", pin_commit="a" * 40, pin_url=PIN_URL, relation="newer", relation_note="",
+                            dry_run=dry_run, state="stopped", outcomes=outcomes, seconds=1.0, workdir="/w")
+
+    clean = PatchOutcome(index=1, name="a.patch", subject="a", files=("f",), status=PatchStatus.CLEAN)
+    assert rebase.stopped_error(report(False, clean)) is None
+    hunks = (FailedHunk("x.c", 3, None), FailedHunk("y.c", None, None), FailedHunk("x.c", 9, None))
+    stopped = PatchOutcome(index=2, name="b.patch", subject="b", files=("x.c",), status=PatchStatus.CONFLICT, hunks=hunks)
+    error = rebase.stopped_error(report(False, clean, stopped))
+    assert error is not None
+    assert error.message == ("the rebase onto b2 stopped at patch 2 (b.patch): conflicts in x.c, y.c\n"
+                             "  the work tree /w holds the patches before it and the conflicted files")
+    assert error.hint == ("resolve the conflicts there, `git add` the files, then `hiraishin rebase --continue`; "
+                          "or `hiraishin rebase --skip` to drop this patch, `hiraishin rebase --abort` to restore everything")
+    error = rebase.stopped_error(report(True, clean, replace_hunks(stopped)))
+    assert error is not None
+    assert error.message == "a rebase onto b2 would stop at patch 2 (b.patch): conflicts in see the report"
+    assert error.hint == "nothing was changed; run `hiraishin rebase --onto` without --dry-run to resolve it"
+
+
+def replace_hunks(outcome):  # type: ignore[no-untyped-def]
+    import dataclasses
+
+    return dataclasses.replace(outcome, hunks=())

@@ -474,3 +474,31 @@ def test_conflicted_and_absent_files_are_named_once_after_the_failed_hunks(tmp_p
                               conflicted=("a.c", "b.c"), absent=("a.c", "b.c", "c.c"))
     assert error.message == ("0003-c.patch does not apply; failing files and hunks:\n    a.c at line 3\n"
                              "    b.c: merge conflict\n    c.c: the file does not exist in the base")
+
+
+def test_a_failure_naming_no_hunk_quotes_the_last_eight_lines_of_gits_output(tmp_path: Path) -> None:
+    from hiraishin_build.stack import _describe_failure
+
+    patch = tmp_path / "patches" / "0004-d.patch"
+    patch.parent.mkdir()
+    patch.write_text("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n")
+    output = "".join(f"error: reason {i}\n" for i in range(1, 11)) + AM_ADVICE
+    assert _describe_failure(patch, output).message == "0004-d.patch does not apply:\n" + "\n".join(
+        f"    error: reason {i}" for i in range(3, 11))
+
+
+def test_leaving_out_patches(stack_project: StackProject, tmp_path: Path) -> None:
+    project = stack_project.project
+    names = read_series(project.patches_dir).names
+    assert names == ("mmvq-batch-invariant-block-20.patch", "common-declare-the-switch.patch")
+    with pytest.raises(ConfigError) as info:
+        apply_stack(project, stack_project.cache, tmp_path / "wd", omit=frozenset({"zz.patch", "mmvq-batch-invariant-block-2.patch"}))
+    assert info.value.message == (f"cannot leave out mmvq-batch-invariant-block-2.patch, zz.patch: not in "
+                                  f"{project.patches_dir / 'series'}")
+    assert info.value.hint == "did you mean 'mmvq-batch-invariant-block-20.patch'? see `hiraishin patches list`"
+    with pytest.raises(ConfigError) as info:
+        apply_stack(project, stack_project.cache, tmp_path / "wd", omit=frozenset({"zz.patch"}))
+    assert info.value.hint == "see `hiraishin patches list`"
+    result = apply_stack(project, stack_project.cache, tmp_path / "wd", omit=frozenset({names[0]}))
+    assert result.applied == [names[1]]
+    assert sh_git(tmp_path / "wd", "log", "--format=%s", f"{stack_project.upstream.commit}..HEAD") == "common: declare the switch"
