@@ -988,3 +988,146 @@ def replace_hunks(outcome):  # type: ignore[no-untyped-def]
     import dataclasses
 
     return dataclasses.replace(outcome, hunks=())
+
+
+def test_a_stopped_rebase_keeps_its_state_and_copies_where_said(sp: StackProject) -> None:
+    head = sh_git(sp.workdir, "rev-parse", "HEAD")
+    series_before = (sp.project.patches_dir / "series").read_bytes()
+    pin_before = sp.project.pin_file.read_bytes()
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    state = json.loads((sp.workdir / ".git" / "hiraishin-rebase.json").read_text())
+    assert (state["version"], state["phase"], state["next"], state["onto_ref"]) == (1, "conflict", 0, "b102")
+    backup = sp.workdir / ".git" / "hiraishin-rebase"
+    assert (backup / "patches" / "series").read_bytes() == series_before
+    assert (backup / sp.project.pin_file.name).read_bytes() == pin_before
+    assert sh_git(sp.workdir, "rev-parse", "refs/hiraishin/rebase-orig-head") == head
+    assert (sp.project.root / "work" / "hiraishin-rebase.lock").is_file()
+    # A state file of another version is not read.
+    (sp.workdir / ".git" / "hiraishin-rebase.json").write_text(json.dumps({**state, "version": 2}))
+    with pytest.raises(RebaseError, match=r"unreadable rebase state \(state version 2, expected 1\)"):
+        rebase.continue_(sp.project, sp.cache, sp.workdir)
+
+
+def test_no_rebase_in_progress_in_full(sp: StackProject) -> None:
+    with pytest.raises(RebaseError) as info:
+        rebase.continue_(sp.project, sp.cache, sp.workdir)
+    assert info.value.message == f"no rebase is in progress in {sp.workdir}"
+    assert info.value.hint == "start one with `hiraishin rebase --onto REF`"
+
+
+def test_a_pin_whose_commit_the_cache_lacks_is_refused_before_anything(sp: StackProject) -> None:
+    from hiraishin_build.pin import write_pin
+
+    absent = "0123456789abcdef0123456789abcdef01234567"
+    write_pin(sp.project.pin_file, sp.project.pin().moved_to("b101", absent))
+    before = tree_snapshot(sp.workdir)
+    for attempt in (lambda: rebase.start(sp.project, sp.cache, "b101", sp.workdir),
+                    lambda: rebase.dry_run(sp.project, sp.cache, "b101"),
+                    lambda: rebase.scan(sp.project, sp.cache, ["b101"])):
+        with pytest.raises(UpstreamError) as info:
+            attempt()
+        assert info.value.message == f"the upstream cache {sp.cache.git_dir} does not hold the pinned commit {absent}"
+        assert info.value.hint == "run `hiraishin upstream fetch` (or with --from <mirror>)"
+    assert tree_snapshot(sp.workdir) == before
+    assert not rebase.in_progress(sp.workdir)
+
+
+def test_a_start_that_cannot_check_out_the_target_is_undone(sp: StackProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    tag_upstream(sp, "b102", {FATTN: lambda t: t.replace("return 7;", "return 70;")})
+    project_before, tree_before = project_snapshot(sp), tree_snapshot(sp.workdir)
+
+    def fail(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OSError("disk full")
+
+    monkeypatch.setattr(WorkTree, "prepare", fail)
+    with pytest.raises(OSError, match="disk full"):
+        rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    assert not rebase.in_progress(sp.workdir)
+    assert project_snapshot(sp) == project_before
+    assert tree_snapshot(sp.workdir) == tree_before
+
+
+def test_abort_puts_back_a_detached_head_and_no_work_branch(sp: StackProject) -> None:
+    head = sh_git(sp.workdir, "rev-parse", "HEAD")
+    sh_git(sp.workdir, "checkout", "-q", "--detach")
+    sh_git(sp.workdir, "branch", "-q", "-D", "hiraishin/work")
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    refs_before = sh_git(sp.workdir, "for-each-ref", "--format=%(refname) %(objectname)")
+    rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    assert git.rev_parse(sp.workdir, "refs/heads/hiraishin/work") is not None
+    result = rebase.abort(sp.project, sp.workdir)
+    assert result.restored == (f"{sp.workdir} (HEAD at {head[:12]})",)
+    assert result.onto_ref == "b102" and result.workdir == sp.workdir
+    assert git.rev_parse(sp.workdir, "refs/heads/hiraishin/work") is None
+    assert sh_git(sp.workdir, "for-each-ref", "--format=%(refname) %(objectname)") == refs_before
+    assert sh_git(sp.workdir, "rev-parse", "HEAD") == head
+    assert git.head_ref(sp.workdir) is None
+    assert sh_git(sp.workdir, "status", "--porcelain") == ""
+
+
+def test_abort_of_a_rebase_started_on_another_branch_puts_the_work_branch_back(sp: StackProject) -> None:
+    work = sh_git(sp.workdir, "rev-parse", "refs/heads/hiraishin/work")
+    sh_git(sp.workdir, "checkout", "-q", "-b", "mine")
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    tree_before = tree_snapshot(sp.workdir)
+    rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    result = rebase.abort(sp.project, sp.workdir)
+    assert result.restored == (f"{sp.workdir} (branch mine at {work[:12]})",)
+    assert sh_git(sp.workdir, "rev-parse", "refs/heads/hiraishin/work") == work
+    assert tree_snapshot(sp.workdir) == tree_before
+
+
+def test_the_search_for_where_a_patch_went_upstream_says_why_it_found_nothing(
+    sp: StackProject, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hiraishin_build.pin import write_pin
+
+    pin = sp.project.pin()
+    landed = tag_upstream(sp, "b102", {COMMON: declare_upstream}, message="cuda: declare batch_invariant")
+    other = tag_upstream(sp, "b103", {FATTN: lambda t: t + "// more\n"})
+    patch = sp.project.patches_dir / names(sp)[1]
+    run = rebase._Run(sp.workdir, sp.cache, sp.cache.store(), pin, other, sp.project.patches_dir)
+    assert rebase._upstreamed_in(run, patch, [COMMON]) == (
+        rebase.UpstreamCommit(landed, "cuda: declare batch_invariant"), "")
+    assert rebase._upstreamed_in(run, patch, ["CMakeLists.txt"]) == (
+        None, "the commit that made it empty was not found: no upstream commit since the pin touches its files")
+    monkeypatch.setattr(rebase, "_MAX_WALK", 0)
+    assert rebase._upstreamed_in(run, patch, [COMMON]) == (
+        None, "the commit that made it empty was not found within the search bound")
+
+    def offline(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise UpstreamError("no source answers")
+
+    monkeypatch.setattr(sp.cache, "ensure_blobs", offline)
+    assert rebase._upstreamed_in(run, patch, [COMMON]) == (
+        None, "the commit that made it empty was not found: no source answers")
+    del write_pin, tmp_path
+
+
+def test_priming_the_three_way_fallback_warns_and_goes_on(
+    sp: StackProject, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    from hiraishin_build.errors import UpstreamError as Offline
+
+    pin = sp.project.pin()
+    patch_dir = tmp_path / "patches"
+    shutil.copytree(sp.project.patches_dir, patch_dir)
+    first, second, third = names(sp)
+    (patch_dir / second).write_text((patch_dir / second).read_text().replace(" int helper_29();", " int helper_x();"))
+    run = rebase._Run(sp.workdir, sp.cache, sp.cache.store(), pin, pin.commit, patch_dir)
+    outcomes = rebase._initial_outcomes(read_series(sp.project.patches_dir).patches())
+    caplog.set_level("WARNING", logger="hiraishin")
+    rebase._prime(run, outcomes)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{second} does not apply to the old pin; three-way merges of it and later patches may lack a base"]
+    assert not list((sp.workdir / ".git").glob("hiraishin-index-*"))
+    caplog.clear()
+
+    def offline(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise Offline("no source answers")
+
+    monkeypatch.setattr(sp.cache, "ensure_blobs", offline)
+    rebase._prime(run, outcomes)
+    assert [r.getMessage() for r in caplog.records] == ["could not prepare the three-way fallback: no source answers"]
+    del first, third

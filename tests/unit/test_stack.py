@@ -502,3 +502,14 @@ def test_leaving_out_patches(stack_project: StackProject, tmp_path: Path) -> Non
     result = apply_stack(project, stack_project.cache, tmp_path / "wd", omit=frozenset({names[0]}))
     assert result.applied == [names[1]]
     assert sh_git(tmp_path / "wd", "log", "--format=%s", f"{stack_project.upstream.commit}..HEAD") == "common: declare the switch"
+
+
+def test_a_non_applying_patch_with_bytes_that_are_not_utf8(stack_project: StackProject, tmp_path: Path) -> None:
+    series = read_series(stack_project.project.patches_dir)
+    common_patch = next(p for p in series.patches() if "common" in p.subject)
+    data = common_patch.path.read_bytes()
+    common_patch.path.write_bytes(data.replace(b" int helper_29();", b" int helper_\xff\xfe();"))
+    with pytest.raises(PatchError) as info:
+        apply_stack(stack_project.project, stack_project.cache, tmp_path / "wd", strict=True)
+    assert info.value.message.startswith(f"{common_patch.name} does not apply; failing files and hunks:\n"
+                                         f"    {COMMON} at line 28: @@ -28,")
