@@ -435,8 +435,9 @@ def test_the_cache_root_is_the_environments_or_the_users_cache_directory(
 ) -> None:
     import platformdirs
 
+    assert cache_module.CACHE_ENV == "HIRAISHIN_CACHE_DIR"  # the name users set
     monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv(cache_module.CACHE_ENV, "~/caches/../hiraishin-cache")
+    monkeypatch.setenv("HIRAISHIN_CACHE_DIR", "~/caches/../hiraishin-cache")
     assert cache_module.default_cache_root() == (tmp_path / "hiraishin-cache").resolve()
     assert UpstreamCache().root == (tmp_path / "hiraishin-cache").resolve()
     for unset in ("", None):
@@ -574,3 +575,124 @@ def test_which_source_a_fetch_fills_in_full() -> None:
     local = Source("local", "/srv/a", "file:///srv/a")
     assert identify([local], "file:///srv/a", pin, carries_pin=False, name="local", url=fork_url) == Source(
         "local", fork_url, "file:///srv/a")
+
+
+# -- messages and hints in full; what git itself does with the cache's remotes -------------------
+
+def test_the_refusals_of_a_fetch_in_full(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    not_a_repository = tmp_path / "empty-dir"
+    not_a_repository.mkdir()
+    with pytest.raises(SourceUnreachable) as info:
+        cache.fetch(str(not_a_repository), pin)
+    assert info.value.message.startswith(f"cannot read the upstream source {not_a_repository}: '")
+    assert info.value.hint == ("check the URL or path (a local mirror must be a git repository) and the network. "
+                               "Nothing in the cache changed")
+    cache.fetch(str(upstream.path), pin)
+    with lock.exclusive(cache.lock_file, lambda holder: CacheLocked("held")):
+        with pytest.raises(CacheLocked) as locked:
+            cache.fetch(str(upstream.path), pin)
+    assert locked.value.message.startswith(f"another fetch into the upstream cache {cache.git_dir} is running (pid ")
+    assert locked.value.hint == "wait for it to finish and run this again; the lock ends with its process"
+    with pytest.raises(UpstreamError) as info:
+        cache.verify(pin.moved_to("b999", pin.commit))
+    assert info.value.message == "the pinned ref 'b999' is not in the upstream cache: no source has it (sources: upstream)"
+    assert info.value.hint == (f"fetch the pin's repository: `hiraishin upstream fetch` (from {pin.url}) or "
+                               "`hiraishin upstream fetch --from <a mirror of it>`; if the ref was deleted upstream, "
+                               "re-pin to a ref that exists")
+    # The refs cannot be written (a stale lock of git's own): the fetch says what it was doing.
+    sh_git(upstream.path, "tag", "-a", "-m", "b102", "b102")
+    lock_of_ref = cache.git_dir / "refs" / "sources" / "upstream" / "tags" / "b102.lock"
+    lock_of_ref.write_text("")
+    with pytest.raises(CommandError) as failed:
+        cache.fetch(str(upstream.path), pin)
+    assert failed.value.message.startswith("recording the refs of the source upstream")
+    lock_of_ref.unlink()
+
+
+def test_a_fetch_that_fails_in_the_transfer_says_so(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    mirror = tmp_path / "mirror.git"
+    sh_git(tmp_path, "clone", "-q", "--bare", str(upstream.path), str(mirror))
+    cache.fetch(str(mirror), pin)
+    (upstream.path / "new.txt").write_text("new\n")
+    sh_git(upstream.path, "add", "new.txt")
+    sh_git(upstream.path, "commit", "-q", "-m", "b102 with a file")
+    sh_git(upstream.path, "tag", "-a", "-m", "b102", "b102")
+    sh_git(mirror, "fetch", "-q", str(upstream.path), "+refs/tags/*:refs/tags/*", "+refs/heads/*:refs/heads/*")
+    drop_object(mirror, sh_git(mirror, "rev-parse", "b102^{tree}"))
+    with pytest.raises(CommandError) as info:
+        cache.fetch(str(mirror), pin)
+    assert info.value.message.startswith(f"fetching the upstream from {mirror}")
+    assert info.value.hint == "check the URL or path; a local mirror must be a git repository. Nothing in the cache changed"
+
+
+def test_a_blob_a_mirror_lacks_is_named_in_full(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    mirror = tmp_path / "mirror.git"
+    sh_git(tmp_path, "clone", "-q", "--bare", str(upstream.path), str(mirror))
+    drop_object(mirror, dict(ObjectStore(mirror).blobs(pin.commit))["tools/server/server.cpp"])
+    with pytest.raises(UpstreamError) as info:
+        cache.fetch(str(mirror), pin)
+    assert info.value.message == (f"{mirror} lacks the content of tools/server/server.cpp (needed to check out "
+                                  f"{pin.commit[:12]}; sources tried: upstream)")
+    assert info.value.hint == ("if no build needs it, add the path to [checkout] exclude in recipes/upstream.toml; "
+                               "otherwise fetch from a complete copy of the upstream")
+
+
+def test_a_moved_tag_is_said_when_fetched(
+    tmp_path: Path, upstream: Upstream, cache: UpstreamCache, caplog: pytest.LogCaptureFixture,
+) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    sh_git(upstream.path, "tag", "-f", "-a", "-m", "moved", "b100", "HEAD")
+    moved_to = sh_git(upstream.path, "rev-parse", "HEAD")
+    caplog.set_level("WARNING", logger="hiraishin")
+    result = cache.fetch(str(upstream.path), pin)
+    assert result.moved == (("b100", upstream.base, moved_to),)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"upstream: the tag b100 moved from {upstream.base[:12]} to {moved_to[:12]}"]
+
+
+def test_git_itself_fetching_a_source_keeps_to_its_namespace(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    sh_git(upstream.path, "tag", "-a", "-m", "b102", "b102", "HEAD")
+    # As git's own maintenance or a maintainer would: the remote by its name.
+    sh_git(cache.git_dir, "fetch", "-q", "upstream")
+    refs = sh_git(cache.git_dir, "for-each-ref", "--format=%(refname)").splitlines()
+    assert "refs/sources/upstream/tags/b102" in refs
+    assert not [ref for ref in refs if ref.startswith("refs/tags/")]
+    assert git.config_get(cache.git_dir, "remote.upstream.promisor") == "true"
+    assert not ObjectStore(cache.git_dir).has(dict(ObjectStore(cache.git_dir).blobs(pin.commit))["docs/build.md"])
+
+
+def test_file_contents_are_asked_first_of_the_sources_that_have_the_commit(
+    tmp_path: Path, upstream: Upstream, fork: Upstream, cache: UpstreamCache, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    cache.fetch(str(fork.path), pin)
+    assert cache.sources_containing(pin.commit) == ("fork", "upstream")
+    assert cache.sources_containing(fork.commit) == ("fork",)
+    assert cache.prefetch_blobs(pin.commit, pin.checkout) == 0
+    asked: list[str] = []
+    real = git.fetch_objects
+    monkeypatch.setattr(git, "fetch_objects", lambda repo, remote, ids, **kw: asked.append(remote) or real(repo, remote, ids, **kw))
+    caplog.set_level("INFO", logger="hiraishin")
+    assert cache.prefetch_blobs(fork.commit, pin.checkout) == 1
+    assert asked == ["fork"]
+    assert f"fetching 1 file contents for {fork.commit[:12]}" in [r.getMessage() for r in caplog.records]
+
+
+def test_a_legacy_cache_of_a_mirror_that_carries_the_pin_stands_for_the_pins_repository(
+    tmp_path: Path, upstream: Upstream, fork: Upstream, cache: UpstreamCache,
+) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    mirror = tmp_path / "mirror.git"
+    sh_git(tmp_path, "clone", "-q", "--bare", str(upstream.path), str(mirror))
+    make_legacy_cache(cache, mirror)
+    cache.fetch(str(fork.path), pin)
+    assert {s.name: s.url for s in cache.sources()} == {"upstream": pin.url, "fork": str(fork.path)}
+    assert cache.sources()[0].location == mirror.as_uri()
