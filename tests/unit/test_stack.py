@@ -513,3 +513,69 @@ def test_a_non_applying_patch_with_bytes_that_are_not_utf8(stack_project: StackP
         apply_stack(stack_project.project, stack_project.cache, tmp_path / "wd", strict=True)
     assert info.value.message.startswith(f"{common_patch.name} does not apply; failing files and hunks:\n"
                                          f"    {COMMON} at line 28: @@ -28,")
+
+
+def test_export_says_what_changed_for_each_patch(stack_project: StackProject) -> None:
+    first, second = read_series(stack_project.project.patches_dir).names
+    sh_git(stack_project.workdir, "reset", "-q", "--hard", "HEAD~1")
+    result = export_stack(stack_project.project, stack_project.workdir)
+    assert {name: change.value for name, change in result.changes.items()} == {first: "unchanged", second: "removed"}
+    assert result.changed and result.kept == []
+    assert read_series(stack_project.project.patches_dir).names == (first,)
+    sh_git(stack_project.workdir, "commit", "-q", "--amend", "-m", "mmvq: batch-invariant block 20\n\nWhy: changed.\n")
+    result = export_stack(stack_project.project, stack_project.workdir)
+    assert {name: change.value for name, change in result.changes.items()} == {first: "changed"}
+
+
+def test_export_refuses_a_merge_and_names_kept_files_in_full(stack_project: StackProject,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    workdir = stack_project.workdir
+    notes = stack_project.project.patches_dir / "notes.txt"
+    notes.write_text("mine\n")
+    caplog.set_level("WARNING", logger="hiraishin")
+    export_stack(stack_project.project, workdir)
+    assert [r.getMessage() for r in caplog.records] == [f"kept {notes}: it is not part of the stack"]
+    sh_git(workdir, "checkout", "-q", "-b", "side", "HEAD~1")
+    commit_in_workdir(workdir, "ggml/src/ggml-cuda/fattn.cu", "int fattn() { return 4; }\n", "side")
+    sh_git(workdir, "checkout", "-q", "hiraishin/work")
+    sh_git(workdir, "merge", "-q", "--no-edit", "side")
+    merge = sh_git(workdir, "rev-parse", "HEAD")
+    with pytest.raises(WorkTreeError) as info:
+        export_stack(stack_project.project, workdir)
+    assert info.value.message == f"{workdir}: commit {merge[:12]} is a merge; the stack must be a straight line of commits"
+    assert info.value.hint == "rebase the work branch onto the pinned commit without merges"
+
+
+def test_check_reports_every_problem_in_full(stack_project: StackProject) -> None:
+    project = stack_project.project
+    result = check_stack(project, stack_project.cache)
+    assert 0 < result.seconds_apply < 600 and 0 < result.seconds_export < 600
+    workdir = stack_project.workdir
+    # A line that is not UTF-8 in the file the first patch changes.
+    mmvq = (workdir / "ggml/src/ggml-cuda/mmvq.cu").read_bytes()
+    (workdir / "ggml/src/ggml-cuda/mmvq.cu").write_bytes(mmvq.replace(b"    // block 25\n", b"    // block 25, caf\xe9\n"))
+    sh_git(workdir, "commit", "-q", "-am", "mmvq: a comment in Latin-1\n\nWhy: a test.\n")
+    export_stack(project, workdir)
+    name = read_series(project.patches_dir).names[-1]
+    path = project.patches_dir / name
+    data = path.read_bytes()
+    header = next(line for line in data.split(b"\n") if line.startswith(b"@@ "))
+    path.write_bytes(data.replace(header, header.replace(b"-124,7 +124,7", b"-127,7 +127,7")))
+    with pytest.raises(CheckFailed) as info:
+        check_stack(project, stack_project.cache)
+    assert header.startswith(b"@@ -124,7 +124,7 @@")
+    lacking = "What:, Verified:, Upstream:"
+    assert info.value.message == (
+        f"patches check failed:\n  {name}: the message lacks {lacking}\n  {name} re-exports differently:\n"
+        f"    --- patches/{name} (committed)\n    +++ patches/{name} (re-exported)\n"
+        "    @@ -11,3 +11,3 @@\n     +++ b/ggml/src/ggml-cuda/mmvq.cu\n"
+        "    -@@ -127,7 +127,7 @@ static int kernel_24(int ncols_dst) {\n"
+        "    +@@ -124,7 +124,7 @@ static int kernel_24(int ncols_dst) {\n      }")
+    # A patch that no longer applies as written.
+    path.write_bytes(data.replace(b" static int kernel_25(int ncols_dst) {", b" static int kernel_xx(int ncols_dst) {"))
+    with pytest.raises(CheckFailed) as info:
+        check_stack(project, stack_project.cache)
+    assert info.value.message == (
+        f"patches check failed: {name} does not apply; failing files and hunks:\n"
+        "    ggml/src/ggml-cuda/mmvq.cu at line 124: @@ -124,7 +124,7 @@ static int kernel_24(int ncols_dst) {\n"
+        "  (check applies each patch as written, without the three-way fallback)")
