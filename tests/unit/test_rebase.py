@@ -786,6 +786,9 @@ def test_continue_when_git_am_continue_fails(sp: StackProject) -> None:
     with pytest.raises(RebaseStopped) as info:
         rebase.continue_(sp.project, sp.cache, sp.workdir)
     assert info.value.message.startswith(f"{names(sp)[0]}: git am --continue did not commit the resolution:\n    ")
+    # git's last lines, each indented under the message.
+    quoted = info.value.message.splitlines()[1:]
+    assert 2 <= len(quoted) <= 4 and all(line.startswith("    ") for line in quoted)
     assert "--skip" in info.value.hint
     assert rebase.in_progress(sp.workdir) and git.am_in_progress(sp.workdir)
     assert rebase.skip(sp.project, sp.cache, sp.workdir).state == "finished"
@@ -1131,3 +1134,85 @@ def test_priming_the_three_way_fallback_warns_and_goes_on(
     rebase._prime(run, outcomes)
     assert [r.getMessage() for r in caplog.records] == ["could not prepare the three-way fallback: no source answers"]
     del first, third
+
+
+def conflict_block_30(text: str) -> str:
+    return text.replace("    // block 30\n", "    // block 30 (upstream note)\n")
+
+
+def conflict_at_the_end(text: str) -> str:
+    return text + "bool another_switch();\n"
+
+
+def test_skip_and_continue_stop_again_at_the_next_conflict(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {MMVQ: lambda t: conflict_block_30(conflict_block_20(t)), COMMON: conflict_at_the_end})
+    first, second, third = names(sp)
+    assert rebase.start(sp.project, sp.cache, "b102", sp.workdir).stopped_at.index == 1  # type: ignore[union-attr]
+    report = rebase.skip(sp.project, sp.cache, sp.workdir)
+    assert report.state == "stopped" and report.stopped_at is not None and report.stopped_at.name == second
+    with pytest.raises(RebaseStopped) as info:
+        rebase.continue_(sp.project, sp.cache, sp.workdir)
+    assert info.value.message == f"{second} still has unresolved conflicts in: {COMMON}"
+    assert info.value.hint == (f"edit them in {sp.workdir}, `git add` them, then `hiraishin rebase --continue` "
+                               "(or --skip, --abort)")
+    (sp.workdir / COMMON).write_text((sp.upstream.path / COMMON).read_text() + "bool batch_invariant();\n")
+    sh_git(sp.workdir, "add", COMMON)
+    report = rebase.continue_(sp.project, sp.cache, sp.workdir)
+    assert report.state == "stopped" and report.stopped_at is not None and report.stopped_at.name == third
+    report = rebase.skip(sp.project, sp.cache, sp.workdir)
+    assert report.state == "finished"
+    assert statuses(report) == [PatchStatus.SKIPPED, PatchStatus.RESOLVED, PatchStatus.SKIPPED]
+    assert names(sp) == [second]
+
+
+def test_the_upstream_commit_that_made_a_patch_empty_is_found_among_several(sp: StackProject) -> None:
+    import signal
+
+    pin = sp.project.pin()
+    for number in range(2, 5):
+        tag_upstream(sp, f"b10{number}", {COMMON: lambda t, n=number: t.replace(f"int helper_{n}();", f"int helper_{n}(int);")})
+    # The last commit that touches the file is the one: the bisection must reach the end of the list.
+    landed = tag_upstream(sp, "b105", {COMMON: declare_upstream}, message="cuda: declare batch_invariant")
+    patch = sp.project.patches_dir / names(sp)[1]
+    run = rebase._Run(sp.workdir, sp.cache, sp.cache.store(), pin, landed, sp.project.patches_dir)
+
+    def too_long(*args):  # type: ignore[no-untyped-def]
+        raise TimeoutError("the search did not end")
+
+    previous = signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(30)
+    try:
+        assert rebase._upstreamed_in(run, patch, [COMMON]) == (
+            rebase.UpstreamCommit(landed, "cuda: declare batch_invariant"), "")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_abort_puts_back_a_link_in_patches(sp: StackProject) -> None:
+    (sp.project.root / "NOTES.md").write_text("notes\n")
+    (sp.project.patches_dir / "NOTES.md").symlink_to("../NOTES.md")
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    (sp.project.patches_dir / names(sp)[0]).write_text("edited by mistake\n")
+    assert "patches/" in rebase.abort(sp.project, sp.workdir).restored
+    assert (sp.project.patches_dir / "NOTES.md").is_symlink()
+    assert os.readlink(sp.project.patches_dir / "NOTES.md") == "../NOTES.md"
+
+
+def test_a_scan_of_one_ref_primes_the_three_way_fallback(sp: StackProject, tmp_path: Path,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    from hiraishin_build.cache import UpstreamCache
+
+    # Patch 1 applies as written; patch 3's base is mmvq.cu as patch 1 left it on the old pin.
+    tag_upstream(sp, "b102", {MMVQ: touch_near_block_30})
+    # A cache that never held the stack's commits: only the priming gives the blobs patch 3 is based on.
+    fresh = UpstreamCache(tmp_path / "fresh-cache")
+    fresh.fetch(str(sp.upstream.path), sp.project.pin())
+    caplog.set_level("INFO", logger="hiraishin")
+    started = time.monotonic()
+    report = rebase.scan(sp.project, fresh, ["b102"])
+    (row,) = report.rows
+    assert row.statuses == (PatchStatus.CLEAN, PatchStatus.CLEAN, PatchStatus.THREE_WAY)
+    assert 0 < row.seconds <= time.monotonic() - started
+    assert "scanning b102 (1/1)" in [r.getMessage() for r in caplog.records]
