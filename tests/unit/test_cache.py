@@ -696,3 +696,14 @@ def test_a_legacy_cache_of_a_mirror_that_carries_the_pin_stands_for_the_pins_rep
     cache.fetch(str(fork.path), pin)
     assert {s.name: s.url for s in cache.sources()} == {"upstream": pin.url, "fork": str(fork.path)}
     assert cache.sources()[0].location == mirror.as_uri()
+
+
+def test_a_tag_that_named_no_commit_and_now_names_one_is_said_to_move(
+    tmp_path: Path, upstream: Upstream, cache: UpstreamCache,
+) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    sh_git(upstream.path, "tag", "odd", "HEAD:CMakeLists.txt")  # a tag of a file's content, not of a commit
+    cache.fetch(str(upstream.path), pin)
+    sh_git(upstream.path, "tag", "-f", "odd", "HEAD")
+    result = cache.fetch(str(upstream.path), pin)
+    assert result.moved == (("odd", "", sh_git(upstream.path, "rev-parse", "HEAD")),)
