@@ -426,3 +426,284 @@ def test_require_complete_works_offline_and_names_what_is_missing(tmp_path: Path
         cache.require_complete("0123456789abcdef0123456789abcdef01234567", pin.checkout)
     assert info.value.message == (f"the upstream cache {cache.git_dir} does not hold commit "
                                   "0123456789abcdef0123456789abcdef01234567")
+
+
+# -- where the cache lives, fetching a source again, single blobs ----------------------------------
+
+def test_the_cache_root_is_the_environments_or_the_users_cache_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import platformdirs
+
+    assert cache_module.CACHE_ENV == "HIRAISHIN_CACHE_DIR"  # the name users set
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("HIRAISHIN_CACHE_DIR", "~/caches/../hiraishin-cache")
+    assert cache_module.default_cache_root() == (tmp_path / "hiraishin-cache").resolve()
+    assert UpstreamCache().root == (tmp_path / "hiraishin-cache").resolve()
+    for unset in ("", None):
+        if unset is None:
+            monkeypatch.delenv(cache_module.CACHE_ENV)
+        else:
+            monkeypatch.setenv(cache_module.CACHE_ENV, unset)
+        assert cache_module.default_cache_root() == platformdirs.user_cache_path("hiraishin")
+
+
+def test_refetch_fetches_a_source_again_from_where_it_was_fetched(
+    tmp_path: Path, upstream: Upstream, cache: UpstreamCache,
+) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    mirror = tmp_path / "mirror.git"
+    sh_git(tmp_path, "clone", "-q", "--bare", str(upstream.path), str(mirror))
+    public = "https://example.invalid/org/upstream.git"
+    first = cache.fetch(str(mirror), pin, url=public)
+    assert (first.source.name, first.source.url) == ("org-upstream", public)
+    sh_git(mirror, "tag", "b102", pin.commit)
+    again = cache.refetch("org-upstream", pin)
+    assert again.source == first.source
+    assert again.source.location == mirror.resolve().as_uri()
+    assert again.added == ("b102",)
+    assert [(s.name, s.url) for s in cache.sources()] == [("org-upstream", public)]
+    # A source whose remote was removed by hand keeps its refs, but has nowhere to be fetched from.
+    sh_git(cache.git_dir, "config", "--remove-section", "remote.org-upstream")
+    with pytest.raises(UpstreamError) as info:
+        cache.refetch("org-upstream", pin)
+    assert info.value.message == "the source 'org-upstream' has no location to fetch from (its remote was removed)"
+    assert info.value.hint == "give one: `hiraishin upstream fetch --from PATH_OR_URL --name org-upstream`"
+    vocab = dict(ObjectStore(cache.git_dir).blobs(pin.commit))["models/ggml-vocab-big.gguf"]
+    with pytest.raises(UpstreamError) as info:
+        cache.ensure_blobs([vocab], why="for a test", commit=pin.commit)
+    assert info.value.message == "the upstream cache has no source to fetch file contents for a test from"
+    assert info.value.hint == "run `hiraishin upstream fetch` (or with --from <mirror>)"
+
+
+def test_ensure_blobs_fetches_only_what_the_cache_lacks(
+    tmp_path: Path, upstream: Upstream, cache: UpstreamCache, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    blobs = dict(ObjectStore(cache.git_dir).blobs(pin.commit))
+    docs, vocab, mmvq = blobs["docs/build.md"], blobs["models/ggml-vocab-big.gguf"], blobs["ggml/src/ggml-cuda/mmvq.cu"]
+    assert not ObjectStore(cache.git_dir).has(docs)
+    asked: list[list[str]] = []
+    real = git.fetch_objects
+    monkeypatch.setattr(git, "fetch_objects", lambda repo, remote, ids, **kw: asked.append(list(ids)) or real(repo, remote, ids, **kw))
+    cache.ensure_blobs([docs, mmvq, docs], why="for a test", commit=pin.commit)
+    assert asked == [[docs]]
+    assert ObjectStore(cache.git_dir).has(docs)
+    cache.ensure_blobs([docs, mmvq], why="for a test", commit=pin.commit)
+    assert asked == [[docs]]  # nothing left to fetch: no fetch
+    shutil.rmtree(upstream.path)
+    # The only source is gone: its own error, as git gave it.
+    with pytest.raises(CommandError) as info:
+        cache.ensure_blobs([vocab], why="for a test", commit=pin.commit)
+    assert type(info.value) is CommandError
+    assert info.value.message.startswith("fetching 1 file content(s) for a test from upstream (")
+
+
+def test_a_checkout_whose_blobs_no_source_can_serve(
+    tmp_path: Path, upstream: Upstream, cache: UpstreamCache, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    # The commit before the pin needs its own fattn.cu, which the fetch of the pin left out.
+    assert [b.path for b in cache.missing_blobs(upstream.base, pin.checkout)] == ["ggml/src/ggml-cuda/fattn.cu"]
+    # A source that answers without sending them.
+    monkeypatch.setattr(git, "fetch_objects", lambda *args, **kwargs: None)
+    with pytest.raises(UpstreamError) as info:
+        cache.prefetch_blobs(upstream.base, pin.checkout)
+    assert info.value.message == "the upstream source lacks 1 file(s) a checkout needs: ggml/src/ggml-cuda/fattn.cu"
+    assert info.value.hint == "add them to [checkout] exclude in recipes/upstream.toml if no build needs them"
+    monkeypatch.undo()
+    monkeypatch.setenv(cache_module.CACHE_ENV, str(cache.root))
+    # A source that is gone: git's error, which names no object, is raised as it is.
+    shutil.rmtree(upstream.path)
+    with pytest.raises(CommandError) as info:
+        cache.prefetch_blobs(upstream.base, pin.checkout)
+    assert type(info.value) is CommandError
+    assert info.value.message.startswith(f"fetching 1 file content(s) to check out {upstream.base[:12]} from upstream (")
+
+
+def test_a_legacy_cache_moves_aside_from_a_source_that_took_its_name(
+    tmp_path: Path, upstream: Upstream, fork: Upstream, cache: UpstreamCache,
+) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    make_legacy_cache(cache, upstream.path)
+    assert cache.sources_containing(pin.commit) == ("origin",)
+    # A source named as the pin's repository would be, but fetched from the fork.
+    sh_git(cache.git_dir, "config", "remote.upstream.url", fork.path.as_uri())
+    cache.fetch(str(fork.path), pin)
+    refs = sh_git(cache.git_dir, "for-each-ref", "--format=%(refname)").splitlines()
+    assert "refs/sources/upstream-1/tags/b101" in refs
+    assert "refs/sources/upstream/tags/fork-b200" in refs
+    assert "refs/sources/upstream/tags/b101" not in refs
+    assert {s.name: s.url for s in cache.sources()} == {"upstream": str(fork.path), "upstream-1": str(upstream.path)}
+    assert git.config_get(cache.git_dir, "extensions.partialClone") == "upstream-1"
+
+
+def test_which_source_a_fetch_fills_in_full() -> None:
+    from hiraishin_build.cache import identify
+    from hiraishin_build.pin import UpstreamPin
+    from hiraishin_build.sources import Source
+
+    pin_url = "https://github.com/TheTom/llama-cpp-turboquant.git"
+    fork_url = "https://github.com/AtomicBot-ai/atomic-llama-cpp-turboquant"
+    other = "https://gitlab.com/AtomicBot-ai/atomic-llama-cpp-turboquant"
+    mirror = "file:///srv/mirror/TheTom%2Bllama-cpp-turboquant/repo"
+    pin = UpstreamPin(url=pin_url, ref="b1", commit="69d8e4be47243e83b3d0d71e932bc7aa61c644dc")
+    thetom = Source("thetom", pin_url, mirror)
+    # Found by its repository: the url given replaces the one recorded.
+    assert identify([thetom], "https://github.com/thetom/llama-cpp-turboquant", pin, carries_pin=False,
+                    url="https://github.com/thetom/llama-cpp-turboquant") == Source(
+        "thetom", "https://github.com/thetom/llama-cpp-turboquant", "https://github.com/thetom/llama-cpp-turboquant")
+    assert identify([thetom], mirror, pin, carries_pin=True) == Source("thetom", pin_url, mirror)
+    with pytest.raises(UpstreamError) as info:
+        identify([thetom], pin_url, pin, carries_pin=True, name="other")
+    assert info.value.message == f"{pin_url} is already the source 'thetom' in the upstream cache"
+    assert info.value.hint == "fetch it as `--name thetom` (or without --name); one repository is one source"
+    atomic = Source("AtomicBot-ai-atomic-llama-cpp-turboquant", fork_url, fork_url)
+    with pytest.raises(UpstreamError) as info:
+        identify([atomic], other, pin, carries_pin=False)
+    assert info.value.message == ("the source name 'AtomicBot-ai-atomic-llama-cpp-turboquant' already stands for "
+                                  f"{fork_url}, not {other}")
+    assert info.value.hint == f"choose another name with --name NAME, or give --url {fork_url} if {other} is a mirror of it"
+    with pytest.raises(UpstreamError) as info:
+        identify([atomic], other, pin, carries_pin=False, url=other)
+    assert info.value.hint == "choose another name with --name NAME"
+    # A name whose remote is gone (no url) may be taken by any repository.
+    assert identify([Source("x", "", "")], fork_url, pin, carries_pin=False, name="x") == Source("x", fork_url, fork_url)
+    # The same location, now said to mirror another repository, keeps its name.
+    local = Source("local", "/srv/a", "file:///srv/a")
+    assert identify([local], "file:///srv/a", pin, carries_pin=False, name="local", url=fork_url) == Source(
+        "local", fork_url, "file:///srv/a")
+
+
+# -- messages and hints in full; what git itself does with the cache's remotes -------------------
+
+def test_the_refusals_of_a_fetch_in_full(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    not_a_repository = tmp_path / "empty-dir"
+    not_a_repository.mkdir()
+    with pytest.raises(SourceUnreachable) as info:
+        cache.fetch(str(not_a_repository), pin)
+    assert info.value.message.startswith(f"cannot read the upstream source {not_a_repository}: '")
+    assert info.value.hint == ("check the URL or path (a local mirror must be a git repository) and the network. "
+                               "Nothing in the cache changed")
+    cache.fetch(str(upstream.path), pin)
+    with lock.exclusive(cache.lock_file, lambda holder: CacheLocked("held")):
+        with pytest.raises(CacheLocked) as locked:
+            cache.fetch(str(upstream.path), pin)
+    assert locked.value.message.startswith(f"another fetch into the upstream cache {cache.git_dir} is running (pid ")
+    assert locked.value.hint == "wait for it to finish and run this again; the lock ends with its process"
+    with pytest.raises(UpstreamError) as info:
+        cache.verify(pin.moved_to("b999", pin.commit))
+    assert info.value.message == "the pinned ref 'b999' is not in the upstream cache: no source has it (sources: upstream)"
+    assert info.value.hint == (f"fetch the pin's repository: `hiraishin upstream fetch` (from {pin.url}) or "
+                               "`hiraishin upstream fetch --from <a mirror of it>`; if the ref was deleted upstream, "
+                               "re-pin to a ref that exists")
+    # The refs cannot be written (a stale lock of git's own): the fetch says what it was doing.
+    sh_git(upstream.path, "tag", "-a", "-m", "b102", "b102")
+    lock_of_ref = cache.git_dir / "refs" / "sources" / "upstream" / "tags" / "b102.lock"
+    lock_of_ref.write_text("")
+    with pytest.raises(CommandError) as failed:
+        cache.fetch(str(upstream.path), pin)
+    assert failed.value.message.startswith("recording the refs of the source upstream")
+    lock_of_ref.unlink()
+
+
+def test_a_fetch_that_fails_in_the_transfer_says_so(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    mirror = tmp_path / "mirror.git"
+    sh_git(tmp_path, "clone", "-q", "--bare", str(upstream.path), str(mirror))
+    cache.fetch(str(mirror), pin)
+    (upstream.path / "new.txt").write_text("new\n")
+    sh_git(upstream.path, "add", "new.txt")
+    sh_git(upstream.path, "commit", "-q", "-m", "b102 with a file")
+    sh_git(upstream.path, "tag", "-a", "-m", "b102", "b102")
+    sh_git(mirror, "fetch", "-q", str(upstream.path), "+refs/tags/*:refs/tags/*", "+refs/heads/*:refs/heads/*")
+    drop_object(mirror, sh_git(mirror, "rev-parse", "b102^{tree}"))
+    with pytest.raises(CommandError) as info:
+        cache.fetch(str(mirror), pin)
+    assert info.value.message.startswith(f"fetching the upstream from {mirror}")
+    assert info.value.hint == "check the URL or path; a local mirror must be a git repository. Nothing in the cache changed"
+
+
+def test_a_blob_a_mirror_lacks_is_named_in_full(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    mirror = tmp_path / "mirror.git"
+    sh_git(tmp_path, "clone", "-q", "--bare", str(upstream.path), str(mirror))
+    drop_object(mirror, dict(ObjectStore(mirror).blobs(pin.commit))["tools/server/server.cpp"])
+    with pytest.raises(UpstreamError) as info:
+        cache.fetch(str(mirror), pin)
+    assert info.value.message == (f"{mirror} lacks the content of tools/server/server.cpp (needed to check out "
+                                  f"{pin.commit[:12]}; sources tried: upstream)")
+    assert info.value.hint == ("if no build needs it, add the path to [checkout] exclude in recipes/upstream.toml; "
+                               "otherwise fetch from a complete copy of the upstream")
+
+
+def test_a_moved_tag_is_said_when_fetched(
+    tmp_path: Path, upstream: Upstream, cache: UpstreamCache, caplog: pytest.LogCaptureFixture,
+) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    sh_git(upstream.path, "tag", "-f", "-a", "-m", "moved", "b100", "HEAD")
+    moved_to = sh_git(upstream.path, "rev-parse", "HEAD")
+    caplog.set_level("WARNING", logger="hiraishin")
+    result = cache.fetch(str(upstream.path), pin)
+    assert result.moved == (("b100", upstream.base, moved_to),)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"upstream: the tag b100 moved from {upstream.base[:12]} to {moved_to[:12]}"]
+
+
+def test_git_itself_fetching_a_source_keeps_to_its_namespace(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    sh_git(upstream.path, "tag", "-a", "-m", "b102", "b102", "HEAD")
+    # As git's own maintenance or a maintainer would: the remote by its name.
+    sh_git(cache.git_dir, "fetch", "-q", "upstream")
+    refs = sh_git(cache.git_dir, "for-each-ref", "--format=%(refname)").splitlines()
+    assert "refs/sources/upstream/tags/b102" in refs
+    assert not [ref for ref in refs if ref.startswith("refs/tags/")]
+    assert git.config_get(cache.git_dir, "remote.upstream.promisor") == "true"
+    assert not ObjectStore(cache.git_dir).has(dict(ObjectStore(cache.git_dir).blobs(pin.commit))["docs/build.md"])
+
+
+def test_file_contents_are_asked_first_of_the_sources_that_have_the_commit(
+    tmp_path: Path, upstream: Upstream, fork: Upstream, cache: UpstreamCache, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    cache.fetch(str(fork.path), pin)
+    assert cache.sources_containing(pin.commit) == ("fork", "upstream")
+    assert cache.sources_containing(fork.commit) == ("fork",)
+    assert cache.prefetch_blobs(pin.commit, pin.checkout) == 0
+    asked: list[str] = []
+    real = git.fetch_objects
+    monkeypatch.setattr(git, "fetch_objects", lambda repo, remote, ids, **kw: asked.append(remote) or real(repo, remote, ids, **kw))
+    caplog.set_level("INFO", logger="hiraishin")
+    assert cache.prefetch_blobs(fork.commit, pin.checkout) == 1
+    assert asked == ["fork"]
+    assert f"fetching 1 file contents for {fork.commit[:12]}" in [r.getMessage() for r in caplog.records]
+
+
+def test_a_legacy_cache_of_a_mirror_that_carries_the_pin_stands_for_the_pins_repository(
+    tmp_path: Path, upstream: Upstream, fork: Upstream, cache: UpstreamCache,
+) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    mirror = tmp_path / "mirror.git"
+    sh_git(tmp_path, "clone", "-q", "--bare", str(upstream.path), str(mirror))
+    make_legacy_cache(cache, mirror)
+    cache.fetch(str(fork.path), pin)
+    assert {s.name: s.url for s in cache.sources()} == {"upstream": pin.url, "fork": str(fork.path)}
+    assert cache.sources()[0].location == mirror.as_uri()
+
+
+def test_a_tag_that_named_no_commit_and_now_names_one_is_said_to_move(
+    tmp_path: Path, upstream: Upstream, cache: UpstreamCache,
+) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    sh_git(upstream.path, "tag", "odd", "HEAD:CMakeLists.txt")  # a tag of a file's content, not of a commit
+    cache.fetch(str(upstream.path), pin)
+    sh_git(upstream.path, "tag", "-f", "odd", "HEAD")
+    result = cache.fetch(str(upstream.path), pin)
+    assert result.moved == (("odd", "", sh_git(upstream.path, "rev-parse", "HEAD")),)

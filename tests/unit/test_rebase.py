@@ -786,6 +786,9 @@ def test_continue_when_git_am_continue_fails(sp: StackProject) -> None:
     with pytest.raises(RebaseStopped) as info:
         rebase.continue_(sp.project, sp.cache, sp.workdir)
     assert info.value.message.startswith(f"{names(sp)[0]}: git am --continue did not commit the resolution:\n    ")
+    # git's last lines, each indented under the message.
+    quoted = info.value.message.splitlines()[1:]
+    assert 2 <= len(quoted) <= 4 and all(line.startswith("    ") for line in quoted)
     assert "--skip" in info.value.hint
     assert rebase.in_progress(sp.workdir) and git.am_in_progress(sp.workdir)
     assert rebase.skip(sp.project, sp.cache, sp.workdir).state == "finished"
@@ -833,3 +836,383 @@ def test_a_rebase_state_of_another_project_is_refused(sp: StackProject, tmp_path
                                       f"{sp.project.root.resolve()}")
         assert info.value.hint == f"run the command there (or with --project {sp.project.root.resolve()})"
     assert tree_snapshot(sp.workdir) == before
+
+
+# -- the pieces, one at a time ----------------------------------------------------------
+
+PIN_URL = "https://github.com/o/llama.cpp"
+
+
+def a_target(**fields) -> rebase.Target:  # type: ignore[no-untyped-def]
+    values = {"ref": "b2", "commit": "c" * 40, "relation": Relation.NEWER, "note": "", "later": True,
+              "source": "upstream", "url": PIN_URL, "sources": ("upstream",)}
+    return rebase.Target(**{**values, **fields})
+
+
+def test_the_notes_on_a_target_in_full() -> None:
+    from hiraishin_build.pin import UpstreamPin
+    from hiraishin_build.sources import RefKind
+
+    pin = UpstreamPin(url=PIN_URL, ref="b1", commit="a" * 40)
+    assert rebase._target_notes(pin, a_target()) == ()
+    assert rebase._target_notes(pin, a_target(ref="main", kind=RefKind.BRANCH, source="", sources=())) == (
+        "main is a branch: the pin records it, but a branch moves; prefer a tag",
+        f"no source has a ref containing cccccccccccc: the pin keeps its url {PIN_URL}",
+    )
+    assert rebase._target_notes(pin, a_target(source="fork", url="/srv/fork", sources=("fork", "upstream", "m"))) == (
+        "b2 is also in upstream, m; the pin takes the url of fork",
+        f"b2 is from the source fork: the pin's url moves from {PIN_URL} to /srv/fork",
+        "/srv/fork is a path on this machine; to record the public repository instead, fetch the mirror again with "
+        "`hiraishin upstream fetch --from /srv/fork --url URL` before the rebase",
+    )
+    assert rebase._target_notes(pin, a_target(source="fork", url="https://github.com/f/llama.cpp", sources=("fork",))) == (
+        f"b2 is from the source fork: the pin's url moves from {PIN_URL} to https://github.com/f/llama.cpp",
+    )
+
+
+OLD_PATCH = (
+    "From 0 Mon\nSubject: x\n\nWhy: y\n\ndiff --git a/f b/f\nindex 1111..2222 100644\n--- a/f\n+++ b/f\n"
+    "@@ -10,3 +10,4 @@ int f()\n a\n+b\n c\n"
+)
+
+
+def test_classify_refresh_names_every_aspect_in_order() -> None:
+    classify = rebase.classify_refresh
+    context = (OLD_PATCH.replace("@@ -10,3 +10,4 @@ int f()", "@@ -12,3 +12,4 @@ int g()")
+               .replace("index 1111..2222", "index 3333..4444").replace("\n a\n", "\n a2\n"))
+    assert classify(OLD_PATCH, context) == rebase.PatchChange(
+        ChangeKind.CONTEXT, ("line numbers", "context lines", "hunk function names", "index lines"))
+    assert classify(OLD_PATCH, OLD_PATCH.replace("int f()", "int g()")).aspects == ("hunk function names",)
+    content = OLD_PATCH.replace("Why: y", "Why: z").replace("a/f b/f", "a/g b/g").replace("+b", "+b2")
+    assert classify(OLD_PATCH, content) == rebase.PatchChange(
+        ChangeKind.CONTENT, ("message", "files or modes", "changed lines"))
+    assert classify(OLD_PATCH, OLD_PATCH.replace("--- a/f", "--- a/g")).aspects == ("files or modes",)
+    assert classify(OLD_PATCH, OLD_PATCH.replace("100644", "100755")).aspects == ("index lines",)
+    # Line ends git does not tell apart: the same patch, refreshed.
+    assert classify(OLD_PATCH, OLD_PATCH.replace(" c\n", " c\r\n")) == rebase.PatchChange(ChangeKind.CONTEXT, ("whitespace",))
+    # An empty context line is context; a hunk header without a function; one git would not write.
+    blank = OLD_PATCH.replace("\n c\n", "\n\n")
+    assert classify(OLD_PATCH, blank).aspects == ("context lines",)
+    bare = OLD_PATCH.replace("@@ -10,3 +10,4 @@ int f()", "@@ -10,3 +10,4 @@")
+    assert classify(OLD_PATCH, bare).aspects == ("hunk function names",)
+    odd = OLD_PATCH.replace("@@ -10,3 +10,4 @@ int f()", "@@ -10,3 @@ int f()")
+    assert classify(odd, odd.replace("-10,3", "-11,3")).aspects == ("line numbers",)
+    assert rebase._parse_patch_text(odd).ranges == ("@@ -10,3 @@ int f()",)
+    # No diff at all: only the message can differ.
+    assert classify("Subject: x\n", "Subject: y\n") == rebase.PatchChange(ChangeKind.CONTENT, ("message",))
+    parsed = rebase._parse_patch_text(OLD_PATCH)
+    assert parsed.message == "From 0 Mon\nSubject: x\n\nWhy: y\n"
+    assert parsed.headers == (("diff --git a/f b/f", "--- a/f", "+++ b/f"),)
+    assert parsed.index_lines == ("index 1111..2222 100644",)
+    assert (parsed.ranges, parsed.functions) == (("-10,3 +10,4",), ("int f()",))
+    assert (parsed.context, parsed.changes) == (((" a", " c"),), (("+b",),))
+
+
+def test_hunk_ranges_and_conflict_regions(tmp_path: Path) -> None:
+    assert rebase._hunk_ranges(OLD_PATCH + "diff --git a/g b/g\n@@ -1 +1 @@\n-x\n+y\n@@ -5,2 +5,2 @@ z\n") == [
+        ("diff --git a/f b/f", "-10,3 +10,4"), ("diff --git a/g b/g", "-1 +1"), ("diff --git a/g b/g", "-5,2 +5,2")]
+    assert rebase._hunk_ranges("@@ -1 +1 @@\n") == [("", "-1 +1")]
+    (tmp_path / "a.c").write_text("one\n<<<<<<< HEAD\nx\n=======\ny\n>>>>>>> patch\n>>>>>>> stray\n<<<<<<< open\n"
+                                  "<<<<<<< HEAD\nz\n>>>>>>> patch\n")
+    (tmp_path / "dir").mkdir()
+    assert rebase._conflict_regions(tmp_path, ["a.c", "gone.c", "dir"]) == (
+        rebase.ConflictRegion("a.c", 2, 6), rebase.ConflictRegion("a.c", 9, 11))
+
+
+def test_snapshot_of_a_directory(tmp_path: Path) -> None:
+    assert rebase._snapshot(tmp_path / "absent") == {}
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    (tmp_path / "d" / "sub" / "x").write_bytes(b"1")
+    (tmp_path / "d" / "y").write_bytes(b"2")
+    assert rebase._snapshot(tmp_path / "d") == {"sub/x": b"1", "y": b"2"}
+
+
+def test_classify_matches_old_and_new_patch_files(tmp_path: Path) -> None:
+    from hiraishin_build.report import PatchChange, PatchOutcome
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    new.mkdir()
+    for name in ("a.patch", "b.patch", "c.patch"):
+        (old / name).write_text(OLD_PATCH)
+    (new / "a.patch").write_text(OLD_PATCH)
+    (new / "b2.patch").write_text(OLD_PATCH.replace("+b", "+b2"))
+    (new / "d.patch").write_text(OLD_PATCH)
+
+    def outcome(index: int, name: str, status: PatchStatus) -> PatchOutcome:
+        return PatchOutcome(index=index, name=name, subject=name, files=("f",), status=status)
+
+    outcomes = (outcome(1, "a.patch", PatchStatus.CLEAN), outcome(2, "e.patch", PatchStatus.EMPTY),
+                outcome(3, "b.patch", PatchStatus.RESOLVED), outcome(4, "s.patch", PatchStatus.SKIPPED),
+                outcome(5, "k.patch", PatchStatus.CONFLICT))
+    # As many kept patches as new files: a renamed one is matched by its position.
+    result, added = rebase._classify(old, new, outcomes, ["a.patch", "b2.patch"])
+    assert [(o.name, o.change, o.new_name) for o in result] == [
+        ("a.patch", PatchChange(ChangeKind.IDENTICAL), None),
+        ("e.patch", PatchChange(ChangeKind.DROPPED), None),
+        ("b.patch", PatchChange(ChangeKind.CONTENT, ("changed lines",)), "b2.patch"),
+        ("s.patch", PatchChange(ChangeKind.DROPPED), None),
+        ("k.patch", None, None),
+    ]
+    assert added == ()
+    # A patch was added: positions no longer say which is which.
+    result, added = rebase._classify(old, new, outcomes, ["a.patch", "d.patch", "b2.patch"])
+    assert [(o.change, o.new_name) for o in result][2] == (
+        PatchChange(ChangeKind.CONTENT, ("no longer in the series",)), None)
+    assert added == ("d.patch", "b2.patch")
+
+
+def test_stopped_error_says_where_and_what_to_do() -> None:
+    from hiraishin_build.report import PatchOutcome, RebaseReport
+    from hiraishin_build.stack import FailedHunk
+
+    def report(dry_run: bool, *outcomes: PatchOutcome) -> RebaseReport:
+        return RebaseReport(onto_ref="b2", onto_commit="c" * 40, onto_source="upstream", onto_url=PIN_URL,
+                            pin_ref="b1", pin_commit="a" * 40, pin_url=PIN_URL, relation="newer", relation_note="",
+                            dry_run=dry_run, state="stopped", outcomes=outcomes, seconds=1.0, workdir="/w")
+
+    clean = PatchOutcome(index=1, name="a.patch", subject="a", files=("f",), status=PatchStatus.CLEAN)
+    assert rebase.stopped_error(report(False, clean)) is None
+    hunks = (FailedHunk("x.c", 3, None), FailedHunk("y.c", None, None), FailedHunk("x.c", 9, None))
+    stopped = PatchOutcome(index=2, name="b.patch", subject="b", files=("x.c",), status=PatchStatus.CONFLICT, hunks=hunks)
+    error = rebase.stopped_error(report(False, clean, stopped))
+    assert error is not None
+    assert error.message == ("the rebase onto b2 stopped at patch 2 (b.patch): conflicts in x.c, y.c\n"
+                             "  the work tree /w holds the patches before it and the conflicted files")
+    assert error.hint == ("resolve the conflicts there, `git add` the files, then `hiraishin rebase --continue`; "
+                          "or `hiraishin rebase --skip` to drop this patch, `hiraishin rebase --abort` to restore everything")
+    error = rebase.stopped_error(report(True, clean, replace_hunks(stopped)))
+    assert error is not None
+    assert error.message == "a rebase onto b2 would stop at patch 2 (b.patch): conflicts in see the report"
+    assert error.hint == "nothing was changed; run `hiraishin rebase --onto` without --dry-run to resolve it"
+
+
+def replace_hunks(outcome):  # type: ignore[no-untyped-def]
+    import dataclasses
+
+    return dataclasses.replace(outcome, hunks=())
+
+
+def test_a_stopped_rebase_keeps_its_state_and_copies_where_said(sp: StackProject) -> None:
+    head = sh_git(sp.workdir, "rev-parse", "HEAD")
+    series_before = (sp.project.patches_dir / "series").read_bytes()
+    pin_before = sp.project.pin_file.read_bytes()
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    state = json.loads((sp.workdir / ".git" / "hiraishin-rebase.json").read_text())
+    assert (state["version"], state["phase"], state["next"], state["onto_ref"]) == (1, "conflict", 0, "b102")
+    backup = sp.workdir / ".git" / "hiraishin-rebase"
+    assert (backup / "patches" / "series").read_bytes() == series_before
+    assert (backup / sp.project.pin_file.name).read_bytes() == pin_before
+    assert sh_git(sp.workdir, "rev-parse", "refs/hiraishin/rebase-orig-head") == head
+    assert (sp.project.root / "work" / "hiraishin-rebase.lock").is_file()
+    # A state file of another version is not read.
+    (sp.workdir / ".git" / "hiraishin-rebase.json").write_text(json.dumps({**state, "version": 2}))
+    with pytest.raises(RebaseError, match=r"unreadable rebase state \(state version 2, expected 1\)"):
+        rebase.continue_(sp.project, sp.cache, sp.workdir)
+
+
+def test_no_rebase_in_progress_in_full(sp: StackProject) -> None:
+    with pytest.raises(RebaseError) as info:
+        rebase.continue_(sp.project, sp.cache, sp.workdir)
+    assert info.value.message == f"no rebase is in progress in {sp.workdir}"
+    assert info.value.hint == "start one with `hiraishin rebase --onto REF`"
+
+
+def test_a_pin_whose_commit_the_cache_lacks_is_refused_before_anything(sp: StackProject) -> None:
+    from hiraishin_build.pin import write_pin
+
+    absent = "0123456789abcdef0123456789abcdef01234567"
+    write_pin(sp.project.pin_file, sp.project.pin().moved_to("b101", absent))
+    before = tree_snapshot(sp.workdir)
+    for attempt in (lambda: rebase.start(sp.project, sp.cache, "b101", sp.workdir),
+                    lambda: rebase.dry_run(sp.project, sp.cache, "b101"),
+                    lambda: rebase.scan(sp.project, sp.cache, ["b101"])):
+        with pytest.raises(UpstreamError) as info:
+            attempt()
+        assert info.value.message == f"the upstream cache {sp.cache.git_dir} does not hold the pinned commit {absent}"
+        assert info.value.hint == "run `hiraishin upstream fetch` (or with --from <mirror>)"
+    assert tree_snapshot(sp.workdir) == before
+    assert not rebase.in_progress(sp.workdir)
+
+
+def test_a_start_that_cannot_check_out_the_target_is_undone(sp: StackProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    tag_upstream(sp, "b102", {FATTN: lambda t: t.replace("return 7;", "return 70;")})
+    project_before, tree_before = project_snapshot(sp), tree_snapshot(sp.workdir)
+
+    def fail(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OSError("disk full")
+
+    monkeypatch.setattr(WorkTree, "prepare", fail)
+    with pytest.raises(OSError, match="disk full"):
+        rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    assert not rebase.in_progress(sp.workdir)
+    assert project_snapshot(sp) == project_before
+    assert tree_snapshot(sp.workdir) == tree_before
+
+
+def test_abort_puts_back_a_detached_head_and_no_work_branch(sp: StackProject) -> None:
+    head = sh_git(sp.workdir, "rev-parse", "HEAD")
+    sh_git(sp.workdir, "checkout", "-q", "--detach")
+    sh_git(sp.workdir, "branch", "-q", "-D", "hiraishin/work")
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    refs_before = sh_git(sp.workdir, "for-each-ref", "--format=%(refname) %(objectname)")
+    rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    assert git.rev_parse(sp.workdir, "refs/heads/hiraishin/work") is not None
+    result = rebase.abort(sp.project, sp.workdir)
+    assert result.restored == (f"{sp.workdir} (HEAD at {head[:12]})",)
+    assert result.onto_ref == "b102" and result.workdir == sp.workdir
+    assert git.rev_parse(sp.workdir, "refs/heads/hiraishin/work") is None
+    assert sh_git(sp.workdir, "for-each-ref", "--format=%(refname) %(objectname)") == refs_before
+    assert sh_git(sp.workdir, "rev-parse", "HEAD") == head
+    assert git.head_ref(sp.workdir) is None
+    assert sh_git(sp.workdir, "status", "--porcelain") == ""
+
+
+def test_abort_of_a_rebase_started_on_another_branch_puts_the_work_branch_back(sp: StackProject) -> None:
+    work = sh_git(sp.workdir, "rev-parse", "refs/heads/hiraishin/work")
+    sh_git(sp.workdir, "checkout", "-q", "-b", "mine")
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    tree_before = tree_snapshot(sp.workdir)
+    rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    result = rebase.abort(sp.project, sp.workdir)
+    assert result.restored == (f"{sp.workdir} (branch mine at {work[:12]})",)
+    assert sh_git(sp.workdir, "rev-parse", "refs/heads/hiraishin/work") == work
+    assert tree_snapshot(sp.workdir) == tree_before
+
+
+def test_the_search_for_where_a_patch_went_upstream_says_why_it_found_nothing(
+    sp: StackProject, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hiraishin_build.pin import write_pin
+
+    pin = sp.project.pin()
+    landed = tag_upstream(sp, "b102", {COMMON: declare_upstream}, message="cuda: declare batch_invariant")
+    other = tag_upstream(sp, "b103", {FATTN: lambda t: t + "// more\n"})
+    patch = sp.project.patches_dir / names(sp)[1]
+    run = rebase._Run(sp.workdir, sp.cache, sp.cache.store(), pin, other, sp.project.patches_dir)
+    assert rebase._upstreamed_in(run, patch, [COMMON]) == (
+        rebase.UpstreamCommit(landed, "cuda: declare batch_invariant"), "")
+    assert rebase._upstreamed_in(run, patch, ["CMakeLists.txt"]) == (
+        None, "the commit that made it empty was not found: no upstream commit since the pin touches its files")
+    monkeypatch.setattr(rebase, "_MAX_WALK", 0)
+    assert rebase._upstreamed_in(run, patch, [COMMON]) == (
+        None, "the commit that made it empty was not found within the search bound")
+
+    def offline(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise UpstreamError("no source answers")
+
+    monkeypatch.setattr(sp.cache, "ensure_blobs", offline)
+    assert rebase._upstreamed_in(run, patch, [COMMON]) == (
+        None, "the commit that made it empty was not found: no source answers")
+    del write_pin, tmp_path
+
+
+def test_priming_the_three_way_fallback_warns_and_goes_on(
+    sp: StackProject, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    from hiraishin_build.errors import UpstreamError as Offline
+
+    pin = sp.project.pin()
+    patch_dir = tmp_path / "patches"
+    shutil.copytree(sp.project.patches_dir, patch_dir)
+    first, second, third = names(sp)
+    (patch_dir / second).write_text((patch_dir / second).read_text().replace(" int helper_29();", " int helper_x();"))
+    run = rebase._Run(sp.workdir, sp.cache, sp.cache.store(), pin, pin.commit, patch_dir)
+    outcomes = rebase._initial_outcomes(read_series(sp.project.patches_dir).patches())
+    caplog.set_level("WARNING", logger="hiraishin")
+    rebase._prime(run, outcomes)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{second} does not apply to the old pin; three-way merges of it and later patches may lack a base"]
+    assert not list((sp.workdir / ".git").glob("hiraishin-index-*"))
+    caplog.clear()
+
+    def offline(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise Offline("no source answers")
+
+    monkeypatch.setattr(sp.cache, "ensure_blobs", offline)
+    rebase._prime(run, outcomes)
+    assert [r.getMessage() for r in caplog.records] == ["could not prepare the three-way fallback: no source answers"]
+    del first, third
+
+
+def conflict_block_30(text: str) -> str:
+    return text.replace("    // block 30\n", "    // block 30 (upstream note)\n")
+
+
+def conflict_at_the_end(text: str) -> str:
+    return text + "bool another_switch();\n"
+
+
+def test_skip_and_continue_stop_again_at_the_next_conflict(sp: StackProject) -> None:
+    tag_upstream(sp, "b102", {MMVQ: lambda t: conflict_block_30(conflict_block_20(t)), COMMON: conflict_at_the_end})
+    first, second, third = names(sp)
+    assert rebase.start(sp.project, sp.cache, "b102", sp.workdir).stopped_at.index == 1  # type: ignore[union-attr]
+    report = rebase.skip(sp.project, sp.cache, sp.workdir)
+    assert report.state == "stopped" and report.stopped_at is not None and report.stopped_at.name == second
+    with pytest.raises(RebaseStopped) as info:
+        rebase.continue_(sp.project, sp.cache, sp.workdir)
+    assert info.value.message == f"{second} still has unresolved conflicts in: {COMMON}"
+    assert info.value.hint == (f"edit them in {sp.workdir}, `git add` them, then `hiraishin rebase --continue` "
+                               "(or --skip, --abort)")
+    (sp.workdir / COMMON).write_text((sp.upstream.path / COMMON).read_text() + "bool batch_invariant();\n")
+    sh_git(sp.workdir, "add", COMMON)
+    report = rebase.continue_(sp.project, sp.cache, sp.workdir)
+    assert report.state == "stopped" and report.stopped_at is not None and report.stopped_at.name == third
+    report = rebase.skip(sp.project, sp.cache, sp.workdir)
+    assert report.state == "finished"
+    assert statuses(report) == [PatchStatus.SKIPPED, PatchStatus.RESOLVED, PatchStatus.SKIPPED]
+    assert names(sp) == [second]
+
+
+def test_the_upstream_commit_that_made_a_patch_empty_is_found_among_several(sp: StackProject) -> None:
+    import signal
+
+    pin = sp.project.pin()
+    for number in range(2, 5):
+        tag_upstream(sp, f"b10{number}", {COMMON: lambda t, n=number: t.replace(f"int helper_{n}();", f"int helper_{n}(int);")})
+    # The last commit that touches the file is the one: the bisection must reach the end of the list.
+    landed = tag_upstream(sp, "b105", {COMMON: declare_upstream}, message="cuda: declare batch_invariant")
+    patch = sp.project.patches_dir / names(sp)[1]
+    run = rebase._Run(sp.workdir, sp.cache, sp.cache.store(), pin, landed, sp.project.patches_dir)
+
+    def too_long(*args):  # type: ignore[no-untyped-def]
+        raise TimeoutError("the search did not end")
+
+    previous = signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(30)
+    try:
+        assert rebase._upstreamed_in(run, patch, [COMMON]) == (
+            rebase.UpstreamCommit(landed, "cuda: declare batch_invariant"), "")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_abort_puts_back_a_link_in_patches(sp: StackProject) -> None:
+    (sp.project.root / "NOTES.md").write_text("notes\n")
+    (sp.project.patches_dir / "NOTES.md").symlink_to("../NOTES.md")
+    tag_upstream(sp, "b102", {MMVQ: conflict_block_20})
+    rebase.start(sp.project, sp.cache, "b102", sp.workdir)
+    (sp.project.patches_dir / names(sp)[0]).write_text("edited by mistake\n")
+    assert "patches/" in rebase.abort(sp.project, sp.workdir).restored
+    assert (sp.project.patches_dir / "NOTES.md").is_symlink()
+    assert os.readlink(sp.project.patches_dir / "NOTES.md") == "../NOTES.md"
+
+
+def test_a_scan_of_one_ref_primes_the_three_way_fallback(sp: StackProject, tmp_path: Path,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    from hiraishin_build.cache import UpstreamCache
+
+    # Patch 1 applies as written; patch 3's base is mmvq.cu as patch 1 left it on the old pin.
+    tag_upstream(sp, "b102", {MMVQ: touch_near_block_30})
+    # A cache that never held the stack's commits: only the priming gives the blobs patch 3 is based on.
+    fresh = UpstreamCache(tmp_path / "fresh-cache")
+    fresh.fetch(str(sp.upstream.path), sp.project.pin())
+    caplog.set_level("INFO", logger="hiraishin")
+    started = time.monotonic()
+    report = rebase.scan(sp.project, fresh, ["b102"])
+    (row,) = report.rows
+    assert row.statuses == (PatchStatus.CLEAN, PatchStatus.CLEAN, PatchStatus.THREE_WAY)
+    assert 0 < row.seconds <= time.monotonic() - started
+    assert "scanning b102 (1/1)" in [r.getMessage() for r in caplog.records]

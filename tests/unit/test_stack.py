@@ -410,3 +410,172 @@ def test_files_with_names_git_quotes_are_listed_as_they_are(stack_project: Stack
     patch = next(p for p in read_series(stack_project.project.patches_dir).patches() if "accent" in p.subject)
     assert patch.files == ("ggml/src/ggml-cuda/café.cu",)
     assert b'"b/ggml/src/ggml-cuda/caf\\303\\251.cu"' in patch.path.read_bytes()
+
+
+# -- the error a failed apply raises, from git's output ------------------------------------
+
+AM_ADVICE = (
+    "hint: Use 'git am --show-current-patch=diff' to see the failed patch\n"
+    "Patch failed at 0001 mmvq: a change\n"
+    "When you have resolved this problem, run \"git am --continue\".\n"
+    "If you prefer to skip this patch, run \"git am --skip\" instead.\n"
+    "To restore the original branch and stop patching, run \"git am --abort\".\n"
+)
+
+
+def test_a_failure_naming_no_hunk_quotes_gits_output_without_its_advice(tmp_path: Path) -> None:
+    from hiraishin_build.stack import _describe_failure
+
+    patch = tmp_path / "patches" / "0001-a.patch"
+    patch.parent.mkdir()
+    patch.write_text("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n")
+    output = "Applying: mmvq: a change\nerror: sha1 information is lacking or useless (a.c).\n" + AM_ADVICE
+    error = _describe_failure(patch, output)
+    assert error.message == ("0001-a.patch does not apply:\n    Applying: mmvq: a change\n"
+                             "    error: sha1 information is lacking or useless (a.c).")
+    assert error.hint == "the upstream changed under this patch: refresh it (`hiraishin rebase`) or fix the patch file"
+
+
+def test_a_patch_git_calls_corrupt_is_named_with_gits_reason(tmp_path: Path) -> None:
+    from hiraishin_build.series import restore_hint
+    from hiraishin_build.stack import _describe_failure
+
+    patch = tmp_path / "patches" / "0002-b.patch"
+    patch.parent.mkdir()
+    # Bytes that are not UTF-8 are read, not refused.
+    patch.write_bytes(b"From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nSubject: caf\xe9\n")
+    for output, reason in (("Applying: b\nerror: corrupt patch at line 12\n" + AM_ADVICE, "corrupt patch at line 12"),
+                           ("fatal: git diff header lacks filename information when removing 1 leading pathname "
+                            "component (line 9)\nerror: patch fragment without header at line 14: @@ -1 +1 @@\n",
+                            "patch fragment without header at line 14: @@ -1 +1 @@")):
+        error = _describe_failure(patch, output)
+        assert error.message == f"patches/0002-b.patch: the patch file is corrupt ({reason})"
+        assert error.hint == restore_hint(patch)
+    unreadable = _describe_failure(patch, "error: patch failed: a.c:3\n" + AM_ADVICE)
+    assert unreadable.message == "0002-b.patch does not apply; failing files and hunks:\n    a.c at line 3"
+
+
+def test_a_failed_hunk_is_a_value() -> None:
+    import dataclasses
+
+    hunk = FailedHunk("a.c", 7, "@@ -7,7 +7,7 @@")
+    assert {hunk, FailedHunk("a.c", 7, "@@ -7,7 +7,7 @@")} == {hunk}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        hunk.line = 8  # type: ignore[misc]
+
+
+def test_conflicted_and_absent_files_are_named_once_after_the_failed_hunks(tmp_path: Path) -> None:
+    from hiraishin_build.stack import _describe_failure
+
+    patch = tmp_path / "patches" / "0003-c.patch"
+    patch.parent.mkdir()
+    patch.write_text("diff --git a/a.c b/a.c\n")
+    error = _describe_failure(patch, "error: patch failed: a.c:3\n" + AM_ADVICE,
+                              conflicted=("a.c", "b.c"), absent=("a.c", "b.c", "c.c"))
+    assert error.message == ("0003-c.patch does not apply; failing files and hunks:\n    a.c at line 3\n"
+                             "    b.c: merge conflict\n    c.c: the file does not exist in the base")
+
+
+def test_a_failure_naming_no_hunk_quotes_the_last_eight_lines_of_gits_output(tmp_path: Path) -> None:
+    from hiraishin_build.stack import _describe_failure
+
+    patch = tmp_path / "patches" / "0004-d.patch"
+    patch.parent.mkdir()
+    patch.write_text("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n")
+    output = "".join(f"error: reason {i}\n" for i in range(1, 11)) + AM_ADVICE
+    assert _describe_failure(patch, output).message == "0004-d.patch does not apply:\n" + "\n".join(
+        f"    error: reason {i}" for i in range(3, 11))
+
+
+def test_leaving_out_patches(stack_project: StackProject, tmp_path: Path) -> None:
+    project = stack_project.project
+    names = read_series(project.patches_dir).names
+    assert names == ("mmvq-batch-invariant-block-20.patch", "common-declare-the-switch.patch")
+    with pytest.raises(ConfigError) as info:
+        apply_stack(project, stack_project.cache, tmp_path / "wd", omit=frozenset({"zz.patch", "mmvq-batch-invariant-block-2.patch"}))
+    assert info.value.message == (f"cannot leave out mmvq-batch-invariant-block-2.patch, zz.patch: not in "
+                                  f"{project.patches_dir / 'series'}")
+    assert info.value.hint == "did you mean 'mmvq-batch-invariant-block-20.patch'? see `hiraishin patches list`"
+    with pytest.raises(ConfigError) as info:
+        apply_stack(project, stack_project.cache, tmp_path / "wd", omit=frozenset({"zz.patch"}))
+    assert info.value.hint == "see `hiraishin patches list`"
+    result = apply_stack(project, stack_project.cache, tmp_path / "wd", omit=frozenset({names[0]}))
+    assert result.applied == [names[1]]
+    assert sh_git(tmp_path / "wd", "log", "--format=%s", f"{stack_project.upstream.commit}..HEAD") == "common: declare the switch"
+
+
+def test_a_non_applying_patch_with_bytes_that_are_not_utf8(stack_project: StackProject, tmp_path: Path) -> None:
+    series = read_series(stack_project.project.patches_dir)
+    common_patch = next(p for p in series.patches() if "common" in p.subject)
+    data = common_patch.path.read_bytes()
+    common_patch.path.write_bytes(data.replace(b" int helper_29();", b" int helper_\xff\xfe();"))
+    with pytest.raises(PatchError) as info:
+        apply_stack(stack_project.project, stack_project.cache, tmp_path / "wd", strict=True)
+    assert info.value.message.startswith(f"{common_patch.name} does not apply; failing files and hunks:\n"
+                                         f"    {COMMON} at line 28: @@ -28,")
+
+
+def test_export_says_what_changed_for_each_patch(stack_project: StackProject) -> None:
+    first, second = read_series(stack_project.project.patches_dir).names
+    sh_git(stack_project.workdir, "reset", "-q", "--hard", "HEAD~1")
+    result = export_stack(stack_project.project, stack_project.workdir)
+    assert {name: change.value for name, change in result.changes.items()} == {first: "unchanged", second: "removed"}
+    assert result.changed and result.kept == []
+    assert read_series(stack_project.project.patches_dir).names == (first,)
+    sh_git(stack_project.workdir, "commit", "-q", "--amend", "-m", "mmvq: batch-invariant block 20\n\nWhy: changed.\n")
+    result = export_stack(stack_project.project, stack_project.workdir)
+    assert {name: change.value for name, change in result.changes.items()} == {first: "changed"}
+
+
+def test_export_refuses_a_merge_and_names_kept_files_in_full(stack_project: StackProject,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    workdir = stack_project.workdir
+    notes = stack_project.project.patches_dir / "notes.txt"
+    notes.write_text("mine\n")
+    caplog.set_level("WARNING", logger="hiraishin")
+    export_stack(stack_project.project, workdir)
+    assert [r.getMessage() for r in caplog.records] == [f"kept {notes}: it is not part of the stack"]
+    sh_git(workdir, "checkout", "-q", "-b", "side", "HEAD~1")
+    commit_in_workdir(workdir, "ggml/src/ggml-cuda/fattn.cu", "int fattn() { return 4; }\n", "side")
+    sh_git(workdir, "checkout", "-q", "hiraishin/work")
+    sh_git(workdir, "merge", "-q", "--no-edit", "side")
+    merge = sh_git(workdir, "rev-parse", "HEAD")
+    with pytest.raises(WorkTreeError) as info:
+        export_stack(stack_project.project, workdir)
+    assert info.value.message == f"{workdir}: commit {merge[:12]} is a merge; the stack must be a straight line of commits"
+    assert info.value.hint == "rebase the work branch onto the pinned commit without merges"
+
+
+def test_check_reports_every_problem_in_full(stack_project: StackProject) -> None:
+    project = stack_project.project
+    result = check_stack(project, stack_project.cache)
+    assert 0 < result.seconds_apply < 600 and 0 < result.seconds_export < 600
+    workdir = stack_project.workdir
+    # A line that is not UTF-8 in the file the first patch changes.
+    mmvq = (workdir / "ggml/src/ggml-cuda/mmvq.cu").read_bytes()
+    (workdir / "ggml/src/ggml-cuda/mmvq.cu").write_bytes(mmvq.replace(b"    // block 25\n", b"    // block 25, caf\xe9\n"))
+    sh_git(workdir, "commit", "-q", "-am", "mmvq: a comment in Latin-1\n\nWhy: a test.\n")
+    export_stack(project, workdir)
+    name = read_series(project.patches_dir).names[-1]
+    path = project.patches_dir / name
+    data = path.read_bytes()
+    header = next(line for line in data.split(b"\n") if line.startswith(b"@@ "))
+    path.write_bytes(data.replace(header, header.replace(b"-124,7 +124,7", b"-127,7 +127,7")))
+    with pytest.raises(CheckFailed) as info:
+        check_stack(project, stack_project.cache)
+    assert header.startswith(b"@@ -124,7 +124,7 @@")
+    lacking = "What:, Verified:, Upstream:"
+    assert info.value.message == (
+        f"patches check failed:\n  {name}: the message lacks {lacking}\n  {name} re-exports differently:\n"
+        f"    --- patches/{name} (committed)\n    +++ patches/{name} (re-exported)\n"
+        "    @@ -11,3 +11,3 @@\n     +++ b/ggml/src/ggml-cuda/mmvq.cu\n"
+        "    -@@ -127,7 +127,7 @@ static int kernel_24(int ncols_dst) {\n"
+        "    +@@ -124,7 +124,7 @@ static int kernel_24(int ncols_dst) {\n      }")
+    # A patch that no longer applies as written.
+    path.write_bytes(data.replace(b" static int kernel_25(int ncols_dst) {", b" static int kernel_xx(int ncols_dst) {"))
+    with pytest.raises(CheckFailed) as info:
+        check_stack(project, stack_project.cache)
+    assert info.value.message == (
+        f"patches check failed: {name} does not apply; failing files and hunks:\n"
+        "    ggml/src/ggml-cuda/mmvq.cu at line 124: @@ -124,7 +124,7 @@ static int kernel_24(int ncols_dst) {\n"
+        "  (check applies each patch as written, without the three-way fallback)")
