@@ -25,6 +25,13 @@ from hiraishin_build.tags import all_tags
 from ..conftest import FORK_ONLY_FILE, Upstream, drop_object, make_project, sh_git
 
 
+
+def bare_mirror(tmp_path: Path, upstream: Upstream) -> Path:
+    """A bare clone of the synthetic upstream at tmp_path/mirror.git: a second repository to fetch from."""
+    mirror = tmp_path / "mirror.git"
+    sh_git(tmp_path, "clone", "-q", "--bare", str(upstream.path), str(mirror))
+    return mirror
+
 def test_fetch_makes_a_blobless_cache_with_just_the_needed_blobs(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
     project = make_project(tmp_path / "project", upstream)
     pin = project.pin()
@@ -100,8 +107,7 @@ def test_source_lacking_a_needed_blob_names_the_file(tmp_path: Path, upstream: U
     """A mirror without some blob: fine when excluded, a clear error when not."""
     project = make_project(tmp_path / "project", upstream)
     pin = project.pin()
-    mirror = tmp_path / "mirror.git"
-    sh_git(tmp_path, "clone", "-q", "--bare", str(upstream.path), str(mirror))
+    mirror = bare_mirror(tmp_path, upstream)
     store = ObjectStore(mirror)
     blob = dict(store.blobs(pin.commit))["tools/server/server.cpp"]
     sh_git(mirror, "repack", "-a", "-d", "-q")
@@ -272,8 +278,7 @@ def test_a_fetch_that_fails_midway_leaves_the_refs_as_they_were(
     tmp_path: Path, upstream: Upstream, cache: UpstreamCache,
 ) -> None:
     pin = make_project(tmp_path / "project", upstream).pin()
-    mirror = tmp_path / "mirror.git"
-    sh_git(tmp_path, "clone", "-q", "--bare", str(upstream.path), str(mirror))
+    mirror = bare_mirror(tmp_path, upstream)
     cache.fetch(str(mirror), pin)
     before = refs_and_config(cache)
     # The mirror gains a tag whose tree it has lost: the fetch dies in the transfer.
@@ -452,8 +457,7 @@ def test_refetch_fetches_a_source_again_from_where_it_was_fetched(
     tmp_path: Path, upstream: Upstream, cache: UpstreamCache,
 ) -> None:
     pin = make_project(tmp_path / "project", upstream).pin()
-    mirror = tmp_path / "mirror.git"
-    sh_git(tmp_path, "clone", "-q", "--bare", str(upstream.path), str(mirror))
+    mirror = bare_mirror(tmp_path, upstream)
     public = "https://example.invalid/org/upstream.git"
     first = cache.fetch(str(mirror), pin, url=public)
     assert (first.source.name, first.source.url) == ("org-upstream", public)
@@ -612,8 +616,7 @@ def test_the_refusals_of_a_fetch_in_full(tmp_path: Path, upstream: Upstream, cac
 
 def test_a_fetch_that_fails_in_the_transfer_says_so(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
     pin = make_project(tmp_path / "project", upstream).pin()
-    mirror = tmp_path / "mirror.git"
-    sh_git(tmp_path, "clone", "-q", "--bare", str(upstream.path), str(mirror))
+    mirror = bare_mirror(tmp_path, upstream)
     cache.fetch(str(mirror), pin)
     (upstream.path / "new.txt").write_text("new\n")
     sh_git(upstream.path, "add", "new.txt")
@@ -629,8 +632,7 @@ def test_a_fetch_that_fails_in_the_transfer_says_so(tmp_path: Path, upstream: Up
 
 def test_a_blob_a_mirror_lacks_is_named_in_full(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
     pin = make_project(tmp_path / "project", upstream).pin()
-    mirror = tmp_path / "mirror.git"
-    sh_git(tmp_path, "clone", "-q", "--bare", str(upstream.path), str(mirror))
+    mirror = bare_mirror(tmp_path, upstream)
     drop_object(mirror, dict(ObjectStore(mirror).blobs(pin.commit))["tools/server/server.cpp"])
     with pytest.raises(UpstreamError) as info:
         cache.fetch(str(mirror), pin)
@@ -690,8 +692,7 @@ def test_a_legacy_cache_of_a_mirror_that_carries_the_pin_stands_for_the_pins_rep
     tmp_path: Path, upstream: Upstream, fork: Upstream, cache: UpstreamCache,
 ) -> None:
     pin = make_project(tmp_path / "project", upstream).pin()
-    mirror = tmp_path / "mirror.git"
-    sh_git(tmp_path, "clone", "-q", "--bare", str(upstream.path), str(mirror))
+    mirror = bare_mirror(tmp_path, upstream)
     make_legacy_cache(cache, mirror)
     cache.fetch(str(fork.path), pin)
     assert {s.name: s.url for s in cache.sources()} == {"upstream": pin.url, "fork": str(fork.path)}
