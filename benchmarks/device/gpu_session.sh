@@ -16,6 +16,7 @@
 #   gpu_session.sh model-part DIR  # keep DIR's smol.part* under /tmp/model (a real model travels in parts)
 #   gpu_session.sh server          # benchmarks/server_exact.py on SmolLM2 reassembled from its parts
 #   gpu_session.sh ptx ARCH        # a cu13-smARCH wheel of ARCH-virtual PTX only, run here by JIT: smoke + op tests
+#   gpu_session.sh multigpu        # on a machine with several GPUs: smoke and replays with the layers split across them
 #
 # Each phase writes logs and JSON to $OUT. The machine keeps its files only
 # while calls follow each other closely, so run the phases back to back.
@@ -172,6 +173,31 @@ ptx)
     done
     exit $rc
     ;;
+multigpu)
+    # llama.cpp's default split mode (layer): every visible GPU takes a share of the layers. The smoke
+    # test's models (4 layers) and the 36-layer Qwen3-8B-shaped one are replayed at every b with all
+    # GPUs visible; llama.cpp's own log shows where each layer went.
+    nvidia-smi -L | tee "$OUT/gpus.txt"
+    [ "$(nvidia-smi -L | wc -l)" -ge 2 ] || { echo "multigpu needs at least two GPUs"; exit 2; }
+    rc=0
+    t=$(date +%s)
+    "$VENV/bin/hiraishin-llama-smoke" --json "$OUT/smoke-multigpu.json" > "$OUT/smoke-multigpu.log" 2>&1 || rc=1
+    echo "smoke exit $rc in $(( $(date +%s) - t ))s"; tail -4 "$OUT/smoke-multigpu.log"
+    model=~/.cache/hiraishin-llama/models/qwen3-8b-n36-direct-Q4_K_M.gguf
+    [ -f "$model" ] || PATH=$VENV/bin:$PATH "$VENV/bin/python" -m hiraishin_llama.synthetic --preset qwen3-8b --n-layer 36 --direct \
+        --quant Q4_K_M --out "$model" > /dev/null || exit 1
+    for setting in "on|" "off|GGML_BATCH_INVARIANT=0"; do
+        name=${setting%%|*}; vars=${setting#*|}
+        expect=identical; [ "$name" = off ] && expect=differ
+        t=$(date +%s)
+        env $vars "$VENV/bin/hiraishin-replay" replay --model "$model" --n-gen 100 --expect "$expect" --verbose \
+            --json "$OUT/multigpu-36l-$name.json" > "$OUT/multigpu-36l-$name.log" 2>&1 || rc=1
+        echo "== 36 layers, switch $name (expect $expect) in $(( $(date +%s) - t ))s: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print({x["b"]: x["positions_differ"] for x in r["results"]})' "$OUT/multigpu-36l-$name.json" 2>&1)"
+        grep -oE "assigned to device CUDA[0-9]+" "$OUT/multigpu-36l-$name.log" | sort | uniq -c
+        grep -E "offloaded|CUDA[0-9]+ model buffer size" "$OUT/multigpu-36l-$name.log"
+    done
+    exit $rc
+    ;;
 fault|unfault)
     # FAULT_TARGETS: what to rebuild; FAULT_SWAP: package files replaced by their rebuilt
     # copies from the build tree's bin/ (defaults: the CUDA backend and the op tests).
@@ -199,5 +225,5 @@ fault|unfault)
     fi
     ;;
 *)
-    echo "usage: $0 build SDIST | wait | optests | install | smoke [ARGS] | spec | fault NAME | unfault NAME | partial TAG | model-part DIR | server | ptx ARCH" >&2; exit 2 ;;
+    echo "usage: $0 build SDIST | wait | optests | install | smoke [ARGS] | spec | fault NAME | unfault NAME | partial TAG | model-part DIR | server | ptx ARCH | multigpu" >&2; exit 2 ;;
 esac
