@@ -15,8 +15,10 @@ is passed in by the CLI layer: library code does not import the CLI.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +35,24 @@ HELP_WIDTH = 100
 """Columns of the help text in the reference: fixed, so the page does not depend on the terminal."""
 
 BENCH_TOOL = "hiraishin-llama-bench"
+SPEEDUP_MODULE = Path("wheels") / "hiraishin_llama" / "speedup.py"
+"""The wheel's speedup model, loaded from the source tree: the page shows what the bench prints."""
+
+
+def _speedup_model(project_root: Path):
+    path = project_root / SPEEDUP_MODULE
+    spec = importlib.util.spec_from_file_location("hiraishin_speedup_model", path)
+    if not path.is_file() or spec is None or spec.loader is None:
+        raise ConfigError(f"cannot load the speedup model {path}: the cost page's end-to-end table comes from it; "
+                          f"run `hiraishin docs` in a checkout that has {SPEEDUP_MODULE}")
+    module = importlib.util.module_from_spec(spec)
+    # dataclasses look their module up in sys.modules while the class is made
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    return module
 
 
 def _banner(source: str) -> str:
@@ -209,7 +229,8 @@ def _device(report: dict) -> str:
     return "CPU"
 
 
-def _bench_section(entry: BenchRecord, comparisons: dict[str, tuple[Path, dict]], records: list[BenchRecord]) -> list[str]:
+def _bench_section(entry: BenchRecord, comparisons: dict[str, tuple[Path, dict]], records: list[BenchRecord],
+                   speedup_model) -> list[str]:
     report = next(iter(entry.reports.values())) if len(entry.reports) == 1 else None
     # Per quantization, the report that measured it (a record may hold one report per model).
     by_quant: dict[str, tuple[str, dict]] = {}
@@ -306,6 +327,26 @@ def _bench_section(entry: BenchRecord, comparisons: dict[str, tuple[Path, dict]]
                   "stock one-token drafts, which is the bug this stack fixes; exact decoding accepts them all and "
                   "gives the plain text. With a draft that is almost never accepted every step still verifies a "
                   "whole draft, and exact decoding pays the price of the largest b in the table above.", ""]
+    # What exactness costs end to end: the expected speedup the measured pass times give.
+    tables = {}
+    for q in quants:
+        try:
+            tables[q] = speedup_model.speedup_table(by_quant[q][1]["verify"])
+        except ValueError:
+            continue  # a run without b = 1 or without a verify batch has no table
+    if tables:
+        lines += [f"What exactness costs end to end: the expected speedup of greedy speculative decoding over plain "
+                  f"decoding from these pass times, for draft acceptance rates 0.5-0.9 (each drafted token accepted "
+                  f"with that probability) and a draft step costing 2-10% of a one-token pass, each at its best draft "
+                  f"length k (verify batch k + 1; `python -m hiraishin_llama.speedup`), from {source}:", "",
+                  "| model | accepted | draft cost | exact | k | stock | k | exact/stock |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for q, rows in tables.items():
+            for row in rows:
+                lines.append(f"| {q} | {row.acceptance:.1f} | {row.draft_cost:.0%} | {row.exact.speedup:.2f}x | "
+                             f"{row.exact.draft_length} | {row.stock.speedup:.2f}x | {row.stock.draft_length} | "
+                             f"**{row.exact_over_stock:.2f}** |")
+        lines.append("")
     # Against the previous measurement, when benchmarks/compare_bench.py recorded one.
     compared = comparisons.get(entry.name)
     if compared is not None:
@@ -356,8 +397,9 @@ def cost_page(project_root: Path) -> str:
         "this page.",
         "",
     ]
+    speedup_model = _speedup_model(project_root)
     for entry in records:
-        lines += _bench_section(entry, comparisons, records)
+        lines += _bench_section(entry, comparisons, records, speedup_model)
     lines += ["## Why 9-16 tokens cost more", "",
               "Up to 8 columns stock llama.cpp uses the same quantized mat-vec kernel (mmvq) that the stack keeps; "
               "the stack only fixes its warp count. From 9 columns stock switches to the tensor-core kernel (mmq), "

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from hiraishin_build import docgen
 from hiraishin_build.cli import cli
-from hiraishin_build.errors import CheckFailed
+from hiraishin_build.errors import CheckFailed, ConfigError
 from hiraishin_build.project import Project
 
 from ..helpers import hiraishin
@@ -36,7 +36,14 @@ def project(tmp_path: Path) -> Path:
     shutil.copytree(REPO / "docs", root / "docs")
     shutil.copytree(REPO / "benchmarks" / "results", root / "benchmarks" / "results",
                     ignore=shutil.ignore_patterns("ncu", "rebase"))
+    _copy_speedup_model(root)
     return root
+
+
+def _copy_speedup_model(root: Path) -> None:
+    """The cost page's speedup table comes from the wheel's model (wheels/hiraishin_llama/speedup.py)."""
+    (root / docgen.SPEEDUP_MODULE).parent.mkdir(parents=True)
+    shutil.copy2(REPO / docgen.SPEEDUP_MODULE, root / docgen.SPEEDUP_MODULE)
 
 
 @pytest.mark.parametrize("page, edit", [
@@ -106,6 +113,9 @@ def test_the_cost_page_follows_the_highest_stack_revision_and_names_its_file(tmp
     add("bench-old", revision=None, version="9079.6", recorded="2026-11-30T00:00:00+00:00", q4_b16_ms=18.3)
     add("bench-new", revision=8, version="10400.8+cu13.sm90", recorded="2026-12-02T00:00:00+00:00", q4_b16_ms=9.6)
     add("bench-older-but-later", revision=7, version="10354.7", recorded="2026-12-05T00:00:00+00:00", q4_b16_ms=20.0)
+    with pytest.raises(ConfigError, match="speedup.py"):
+        docgen.cost_page(tmp_path)
+    _copy_speedup_model(tmp_path)
     page = docgen.cost_page(tmp_path)
     assert "## NVIDIA H200 (sm_90), stack revision 8" in page
     assert "| 16 | 9.60 | 8.00 | **1.20** |" in page
@@ -116,6 +126,11 @@ def test_the_cost_page_follows_the_highest_stack_revision_and_names_its_file(tmp
     for line in page.splitlines():
         if line.startswith("- Q4_K_M"):
             assert line.endswith("(`benchmarks/results/bench-new.json`, stack revision 8).")
+    # The end-to-end table: at 90% acceptance and 2% drafts stock's passes (4 + b, b = 16: 8 ms) favour 15
+    # drafts, the exact ones (b = 16: 9.6 ms) too, a little slower.
+    exact = (1 - 0.9 ** 16) / 0.1 * 5.0 / (15 * 0.02 * 5.0 + 9.6)
+    stock = (1 - 0.9 ** 16) / 0.1 * 5.0 / (15 * 0.02 * 5.0 + 8.0)
+    assert f"| Q4_K_M | 0.9 | 2% | {exact:.2f}x | 15 | {stock:.2f}x | 15 | **{exact / stock:.2f}** |" in page
     assert docgen.latest_bench_records(results)[0].name == "bench-new"
     assert {r.name: r.revision for r in docgen.bench_records(results)}["bench-old"] == 6
 

@@ -122,6 +122,12 @@ def test_whole_run_writes_the_table_and_report(stand_in_tools: Path, tmp_path: P
     out = capsys.readouterr().out
     assert " 16     20.000     12.000        1.667" in out
     assert "speculative, 1-layer draft: exact 300.0 tok/s (50% accepted, 2/2 identical to plain)" in out
+    # What exactness costs end to end, from these pass times (speedup.py): a = 0.5, 10% drafts, k = 1 both.
+    table = result["expected_speedup"]
+    assert len(table["rows"]) == 15
+    assert table["rows"][2]["exact"] == {"draft_length": 1, "speedup": pytest.approx(1.5 * 5.0 / (0.5 + 6.0))}
+    assert "expected speculative speedup over plain decoding" in out
+    assert "  0.50        10%     1.15   1     1.24   1        0.932" in out
     # The models are kept and reused: a second run makes none.
     models = sorted(p.name for p in (tmp_path / "models").iterdir())
     assert models == ["tiny-1l-seed1-Q4_K_M-direct.gguf", "tiny-2l-seed1-Q4_K_M-direct.gguf"]
@@ -179,3 +185,11 @@ def test_real_replay_bench_report(replay_tool: Path, quantizer: Path, tmp_path: 
         assert result["reports"][mode]["mode"] == "bench"
     assert result["copy_bandwidth_gb_per_s"] > 0
     assert result["spec"]["self"]["exact"]["identical_to_plain"] == 2
+
+
+def test_without_the_one_token_pass_the_table_says_why(stand_in_tools: Path, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    status, report = _run_main(tmp_path, "--no-spec", "--batches", "2,4")
+    assert status == 0
+    assert "b = 1" in report["results"]["Q4_K_M"]["expected_speedup"]["not_computed"]
+    assert "expected speculative speedup: not computed (the one-token pass (b = 1) was not measured" in capsys.readouterr().out

@@ -8,7 +8,10 @@ speculative decoding with the model drafting for itself and with a small
 draft model (``hiraishin-replay spec``). It prints exact/stock per b next to
 the physical floor: the bytes a pass must read (every weight but the token
 embeddings, which are only gathered) over the device's measured copy
-bandwidth.
+bandwidth. From the pass times it derives what exactness costs end to end:
+the expected speedup of speculative decoding over plain decoding, exact and
+stock, for draft acceptance rates 0.5-0.9 and draft costs of 2-10% of a
+one-token pass, each at its best draft length (``speedup.py``).
 
 The models are synthetic (``python -m hiraishin_llama.synthetic``), written
 directly in their quantized types by default, so that a full-size model takes
@@ -29,7 +32,7 @@ from pathlib import Path
 
 import gguf
 
-from . import __version__, runtime, synthetic
+from . import __version__, runtime, speedup, synthetic
 from ._args import ArgumentParser, parse_batches
 from ._launch import switch_environment, tool_dir
 
@@ -129,6 +132,14 @@ def spec_summary(report: dict) -> dict:
     }
 
 
+def expected_speedup(rows: list[VerifyRow]) -> dict:
+    """The speedup table (speedup.py), or why there is none for these batch sizes."""
+    try:
+        return speedup.table_json(speedup.speedup_table([asdict(row) for row in rows]))
+    except ValueError as error:
+        return {"not_computed": str(error)}
+
+
 def bench_model(config: BenchConfig, quant: str, work_dir: Path, scratch: Path) -> dict:
     target = prepare_model(work_dir, config, quant, config.n_layer)
     draft = prepare_model(work_dir, config, quant, config.draft_layers) if config.spec else None
@@ -166,6 +177,7 @@ def bench_model(config: BenchConfig, quant: str, work_dir: Path, scratch: Path) 
                   "draft": str(draft) if draft else None},
         "copy_bandwidth_gb_per_s": bandwidth_gb_per_s,
         "verify": [{**asdict(row), "ratio": row.ratio} for row in rows],
+        "expected_speedup": expected_speedup(rows),
         "plain_tokens_per_s": {mode: passes[mode]["plain"]["tokens_per_s"] for mode in MODES},
         "spec": spec,
         "reports": passes,
@@ -187,6 +199,11 @@ def render(quant: str, result: dict, max_ratio: float | None) -> str:
                      f"{floor_text:>9} {over_floor:>12}{mark}")
     if bandwidth:
         lines.append(f"floor: {result['model']['pass_bytes'] / 1e9:.2f} GB / {bandwidth:.0f} GB/s (device copy)")
+    table = result["expected_speedup"]
+    if "rows" in table:
+        lines.append(speedup.render([speedup_row(row) for row in table["rows"]]))
+    else:
+        lines.append(f"expected speculative speedup: not computed ({table['not_computed']})")
     plain = result["plain_tokens_per_s"]
     lines.append(f"plain decoding: exact {plain['exact']:.1f} tok/s, stock {plain['stock']:.1f} tok/s")
     for draft, modes in result["spec"].items():
@@ -198,6 +215,11 @@ def render(quant: str, result: dict, max_ratio: float | None) -> str:
                          f"{summary['identical_to_plain']}/{summary['prompts']} identical to plain)")
         lines.append(f"speculative, {draft} draft: " + "; ".join(parts))
     return "\n".join(lines)
+
+
+def speedup_row(row: dict) -> speedup.SpeedupRow:
+    return speedup.SpeedupRow(row["acceptance"], row["draft_cost"], speedup.BestDraft(**row["exact"]),
+                              speedup.BestDraft(**row["stock"]))
 
 
 def over_limit(results: dict[str, dict], max_ratio: float) -> list[str]:
