@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# A kernel under development on the GPU machine in one call: a CMake build of a llama.cpp
+# source tree (build/wip-src.tar.gz: the work tree's files, e.g. `tar czf build/wip-src.tar.gz
+# --exclude=.git -C work llama.cpp`) with only test-backend-ops, then its batch-invariance
+# cases with the switch on and off and the verify-batch perf cases of a Qwen3-8B-shaped model,
+# each log in $OUT as soon as it is written.
+#
+#   wip_kernel_session.sh [PERF_REGEX]
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+perf=${1:-'type_a=q4_K,type_b=f32,m=(4096|12288),n=(1|4|8|9|12|16),k=(4096|12288),bs=\[1,1\]'}
+nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+rm -rf /tmp/wip && mkdir -p /tmp/wip && tar xzf build/wip-src.tar.gz -C /tmp/wip || exit 1
+t=$(date +%s)
+cmake -S /tmp/wip/llama.cpp -B /tmp/wip/build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DGGML_NATIVE=OFF \
+    -DGGML_CUDA_NCCL=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF \
+    -DLLAMA_BUILD_SERVER=OFF -DCMAKE_BUILD_TYPE=Release > "$OUT/cmake.log" 2>&1 || { tail -20 "$OUT/cmake.log"; exit 1; }
+cmake --build /tmp/wip/build --target test-backend-ops -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -m5 -B2 -A5 'error' "$OUT/build.log"; exit 1; }
+echo "built in $(( $(date +%s) - t ))s"
+cd /tmp/wip/build/bin || exit 1
+for on in 1 0; do
+    t=$(date +%s)
+    GGML_BATCH_INVARIANT=$on timeout 120 ./test-backend-ops -b CUDA0 -o MUL_MAT_BATCH_INVARIANCE > "$OUT/tbo-bi-$on.txt" 2>&1
+    echo "batch-invariance cases, switch $on, in $(( $(date +%s) - t ))s: $(grep -E 'tests passed' "$OUT/tbo-bi-$on.txt")"
+    grep -E 'FAIL' "$OUT/tbo-bi-$on.txt" | head -40 | cut -c1-160
+done
+for on in 1 0; do
+    GGML_BATCH_INVARIANT=$on timeout 90 ./test-backend-ops perf -b CUDA0 -o MUL_MAT -p "$perf" > "$OUT/perf-$on.txt" 2>&1
+    echo "perf, switch $on:"; grep -E 'MUL_MAT' "$OUT/perf-$on.txt" | sed 's/,bs=.*:/:/' | cut -c1-150
+done
