@@ -64,6 +64,7 @@ def test_table_rows_cover_every_setting_with_exact_and_stock() -> None:
     assert all(r.exact_over_stock <= 1.0 for r in rows)
     document = speedup.table_json(rows)
     assert len(document["rows"]) == 15 and "best k" in document["model"]
+    assert [speedup.SpeedupRow.from_json(row) for row in json.loads(json.dumps(document))["rows"]] == rows
     text = speedup.render(rows)
     assert "  0.50        10%     1.15   1     1.24   1        0.932" in text
 

@@ -201,7 +201,7 @@ def render(quant: str, result: dict, max_ratio: float | None) -> str:
         lines.append(f"floor: {result['model']['pass_bytes'] / 1e9:.2f} GB / {bandwidth:.0f} GB/s (device copy)")
     table = result["expected_speedup"]
     if "rows" in table:
-        lines.append(speedup.render([speedup_row(row) for row in table["rows"]]))
+        lines.append(speedup.render([speedup.SpeedupRow.from_json(row) for row in table["rows"]]))
     else:
         lines.append(f"expected speculative speedup: not computed ({table['not_computed']})")
     plain = result["plain_tokens_per_s"]
@@ -215,11 +215,6 @@ def render(quant: str, result: dict, max_ratio: float | None) -> str:
                          f"{summary['identical_to_plain']}/{summary['prompts']} identical to plain)")
         lines.append(f"speculative, {draft} draft: " + "; ".join(parts))
     return "\n".join(lines)
-
-
-def speedup_row(row: dict) -> speedup.SpeedupRow:
-    return speedup.SpeedupRow(row["acceptance"], row["draft_cost"], speedup.BestDraft(**row["exact"]),
-                              speedup.BestDraft(**row["stock"]))
 
 
 def over_limit(results: dict[str, dict], max_ratio: float) -> list[str]:

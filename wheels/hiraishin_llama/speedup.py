@@ -49,6 +49,11 @@ class SpeedupRow:
     def exact_over_stock(self) -> float:
         return self.exact.speedup / self.stock.speedup
 
+    @classmethod
+    def from_json(cls, row: Mapping) -> SpeedupRow:
+        """A row as table_json writes it."""
+        return cls(row["acceptance"], row["draft_cost"], BestDraft(**row["exact"]), BestDraft(**row["stock"]))
+
 
 def expected_tokens(acceptance: float, draft_length: int) -> float:
     """Tokens one iteration yields: the accepted drafts plus the one the verify pass adds."""
