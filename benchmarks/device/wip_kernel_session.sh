@@ -15,7 +15,7 @@ rm -rf /tmp/wip && mkdir -p /tmp/wip && tar xzf build/wip-src.tar.gz -C /tmp/wip
 t=$(date +%s)
 cmake -S /tmp/wip/llama.cpp -B /tmp/wip/build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DGGML_NATIVE=OFF \
     -DGGML_CUDA_NCCL=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF \
-    -DLLAMA_BUILD_SERVER=OFF -DCMAKE_BUILD_TYPE=Release > "$OUT/cmake.log" 2>&1 || { tail -20 "$OUT/cmake.log"; exit 1; }
+    -DLLAMA_BUILD_SERVER=OFF -DCMAKE_BUILD_TYPE=Release ${WIP_CMAKE_ARGS:-} > "$OUT/cmake.log" 2>&1 || { tail -20 "$OUT/cmake.log"; exit 1; }
 cmake --build /tmp/wip/build --target test-backend-ops -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -m5 -B2 -A5 'error' "$OUT/build.log"; exit 1; }
 echo "built in $(( $(date +%s) - t ))s"
 cd /tmp/wip/build/bin || exit 1
@@ -29,3 +29,14 @@ for on in 1 0; do
     GGML_BATCH_INVARIANT=$on timeout 90 ./test-backend-ops perf -b CUDA0 -o MUL_MAT -p "$perf" > "$OUT/perf-$on.txt" 2>&1
     echo "perf, switch $on:"; grep -E 'MUL_MAT' "$OUT/perf-$on.txt" | sed 's/,bs=.*:/:/' | cut -c1-150
 done
+# With FAULT_DIFF set (a diff against the tree, e.g. benchmarks/faults/*.diff), the tree is
+# rebuilt with it applied and the batch-invariance cases run once more, switch on.
+if [ -n "${FAULT_DIFF:-}" ]; then
+    patch -d /tmp/wip/llama.cpp -p1 < "$OLDPWD/$FAULT_DIFF" > "$OUT/fault-patch.txt" 2>&1 || { cat "$OUT/fault-patch.txt"; exit 1; }
+    t=$(date +%s)
+    cmake --build /tmp/wip/build --target test-backend-ops -j "$(nproc)" > "$OUT/build-fault.log" 2>&1 || { grep -m5 -B2 -A5 'error' "$OUT/build-fault.log"; exit 1; }
+    echo "rebuilt with $FAULT_DIFF in $(( $(date +%s) - t ))s"
+    GGML_BATCH_INVARIANT=1 timeout 120 ./test-backend-ops -b CUDA0 -o MUL_MAT_BATCH_INVARIANCE > "$OUT/tbo-bi-fault.txt" 2>&1
+    echo "batch-invariance cases with the fault, switch on: $(grep -E 'tests passed' "$OUT/tbo-bi-fault.txt")"
+    grep -E 'FAIL' "$OUT/tbo-bi-fault.txt" | grep -oE 'type_a=[a-z0-9_]+,m=[0-9]+,k=[0-9]+,n=[0-9]+' | sort | uniq -c | head -60
+fi
