@@ -67,10 +67,15 @@ def split_functions(sass: str) -> dict[str, list[tuple[int, str, str]]]:
 
 
 def main_loop(instructions: list[tuple[int, str, str]]) -> tuple[int, int] | None:
-    """Address range of the largest loop: a branch to an earlier address."""
+    """Address range of the largest loop: a branch to an earlier address.
+
+    Code after a kernel's last EXIT is only reached by jumps (ptxas puts the divergent path of
+    __syncwarp there, ending in a jump back into the loop), so a branch there is not a loop's."""
+    exits = [address for address, opcode, _ in instructions if opcode == "EXIT"]
+    end = max(exits) if exits else float("inf")
     loops = []
     for address, opcode, operands in instructions:
-        if opcode.startswith("BRA"):
+        if opcode.startswith("BRA") and address < end:
             target = BRANCH_TARGET.search(operands)
             if target and int(target[1], 16) < address:
                 loops.append((address - int(target[1], 16), int(target[1], 16), address))

@@ -401,11 +401,18 @@ def cost_page(project_root: Path) -> str:
     for entry in records:
         lines += _bench_section(entry, comparisons, records, speedup_model)
     lines += ["## Why 9-16 tokens cost more", "",
-              "Up to 8 columns stock llama.cpp uses the same quantized mat-vec kernel (mmvq) that the stack keeps; "
-              "the stack only fixes its warp count. From 9 columns stock switches to the tensor-core kernel (mmq), "
-              "whose time hardly grows with b, while the exact mat-vec kernel repeats the one-token kernel's work "
-              "for every column. The profiles behind this (ncu, SASS) and the ideas for making 9-16 tokens cheaper "
-              "were measured on stack revisions 5 and 6: see [archive.md](archive.md#what-exactness-cost-revisions-5-and-6).",
+              "Up to 8 columns stock llama.cpp uses the quantized mat-vec kernel (mmvq) that the stack keeps "
+              "with the one-column warp count. From 9 columns stock switches to the tensor-core kernel (mmq), whose "
+              "time hardly grows with b. Since stack revision 10, Q4_K (from 5 columns) and Q6_K (from 8) run a "
+              "tensor-core kernel of their own that gives the one-column kernel's bits: the integer dot products "
+              "come out of f16 mma exactly, but every float operation after them stays per row, column and slot, "
+              "in the one-column kernel's order (Q4_K: 7 per 16 weights; Q6_K: 5 per 8). That float part is half "
+              "of each kernel's loop, and at 9-16 columns the measured times are 2.2-2.9x what the loop's instructions "
+              "take at the SM's full issue rate, so a pass of 9-16 tokens stays 1.31-1.43x stock's for these models; "
+              "for Q6_K even the full issue rate would give 0.8 of stock's time. The measurements: `benchmarks/results/bi-mma-q4k-q6k-h200.json` "
+              "(per product) and `benchmarks/results/sass-bi-mma-rev10.json` (instruction counts, issue bound). "
+              "Other quantizations (Q8_0 above) still repeat the one-token kernel's work for every column. "
+              "Profiles of revisions 5 and 6: [archive.md](archive.md#what-exactness-cost-revisions-5-and-6).",
               ""]
     return "\n".join(lines).rstrip() + "\n"
 

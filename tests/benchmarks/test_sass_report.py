@@ -55,6 +55,19 @@ def test_the_main_loop_is_the_backward_branch_and_is_counted_by_kind() -> None:
     assert masked["loop"]["with_operand"] == {"0x3f3f": 1, "0x10": 0}
 
 
+def test_a_jump_back_from_out_of_line_code_is_not_the_loop() -> None:
+    # ptxas places the divergent path of __syncwarp after the last EXIT and jumps back into the loop from there:
+    # a longer backward branch than the loop's own, which must not be taken for the loop.
+    out_of_line = SASS.replace(
+        "\t\tFunction : _Z6otherv",
+        "        /*00b0*/                   WARPSYNC.COLLECTIVE R4, 0xe0 ;                 /* 0x0 */\n"
+        "        /*00c0*/                   BRA 0x10 ;                                     /* 0x0 */\n"
+        "\t\tFunction : _Z6otherv")
+    report = sass_report.analyze(sass_report.split_functions(out_of_line)["_Z6kernelILi16EEvPKv"])
+    assert report["static_instructions"] == 13
+    assert report["loop"]["instructions"] == 6
+
+
 def test_a_kernel_without_a_loop_has_none() -> None:
     functions = sass_report.split_functions(SASS)
     assert sass_report.analyze(functions["_Z6otherv"])["loop"] is None
