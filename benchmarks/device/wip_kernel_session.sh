@@ -6,18 +6,30 @@
 # each log in $OUT as soon as it is written.
 #
 #   wip_kernel_session.sh [PERF_REGEX]
+#
+# With WIP_BINARY (an xz-compressed test-backend-ops built elsewhere, e.g. by
+# wip_local_build.sh: build/wip-test-backend-ops.xz) nothing is built here, and
+# WIP_FAULT_BINARY, if set, is the same built with a fault, run in place of the
+# FAULT_DIFF rebuild. The results go to $OUT/summary.txt too: the device returns
+# only a few files of a call.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 perf=${1:-'type_a=q4_K,type_b=f32,m=(4096|12288),n=(1|4|8|9|12|16),k=(4096|12288),bs=\[1,1\]'}
 nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-rm -rf /tmp/wip && mkdir -p /tmp/wip && tar xzf build/wip-src.tar.gz -C /tmp/wip || exit 1
-t=$(date +%s)
-cmake -S /tmp/wip/llama.cpp -B /tmp/wip/build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DGGML_NATIVE=OFF \
-    -DGGML_CUDA_NCCL=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF \
-    -DLLAMA_BUILD_SERVER=OFF -DCMAKE_BUILD_TYPE=Release ${WIP_CMAKE_ARGS:-} > "$OUT/cmake.log" 2>&1 || { tail -20 "$OUT/cmake.log"; exit 1; }
-cmake --build /tmp/wip/build --target test-backend-ops -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -m5 -B2 -A5 'error' "$OUT/build.log"; exit 1; }
-echo "built in $(( $(date +%s) - t ))s"
+rm -rf /tmp/wip && mkdir -p /tmp/wip/build/bin
+if [ -n "${WIP_BINARY:-}" ]; then
+    xz -dc "$WIP_BINARY" > /tmp/wip/build/bin/test-backend-ops && chmod +x /tmp/wip/build/bin/test-backend-ops || exit 1
+    echo "prebuilt $WIP_BINARY"
+else
+    tar xzf build/wip-src.tar.gz -C /tmp/wip || exit 1
+    t=$(date +%s)
+    cmake -S /tmp/wip/llama.cpp -B /tmp/wip/build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DGGML_NATIVE=OFF \
+        -DGGML_CUDA_NCCL=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF \
+        -DLLAMA_BUILD_SERVER=OFF -DCMAKE_BUILD_TYPE=Release ${WIP_CMAKE_ARGS:-} > "$OUT/cmake.log" 2>&1 || { tail -20 "$OUT/cmake.log"; exit 1; }
+    cmake --build /tmp/wip/build --target test-backend-ops -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -m5 -B2 -A5 'error' "$OUT/build.log"; exit 1; }
+    echo "built in $(( $(date +%s) - t ))s"
+fi
 cd /tmp/wip/build/bin || exit 1
 for on in 1 0; do
     t=$(date +%s)
@@ -31,12 +43,17 @@ for on in 1 0; do
 done
 # With FAULT_DIFF set (a diff against the tree, e.g. benchmarks/faults/*.diff), the tree is
 # rebuilt with it applied and the batch-invariance cases run once more, switch on.
-if [ -n "${FAULT_DIFF:-}" ]; then
+if [ -n "${WIP_FAULT_BINARY:-}" ]; then
+    xz -dc "$OLDPWD/$WIP_FAULT_BINARY" > ./test-backend-ops-fault && chmod +x ./test-backend-ops-fault || exit 1
+    GGML_BATCH_INVARIANT=1 timeout 120 ./test-backend-ops-fault -b CUDA0 -o MUL_MAT_BATCH_INVARIANCE > "$OUT/tbo-bi-fault.txt" 2>&1
+elif [ -n "${FAULT_DIFF:-}" ]; then
     patch -d /tmp/wip/llama.cpp -p1 < "$OLDPWD/$FAULT_DIFF" > "$OUT/fault-patch.txt" 2>&1 || { cat "$OUT/fault-patch.txt"; exit 1; }
     t=$(date +%s)
     cmake --build /tmp/wip/build --target test-backend-ops -j "$(nproc)" > "$OUT/build-fault.log" 2>&1 || { grep -m5 -B2 -A5 'error' "$OUT/build-fault.log"; exit 1; }
     echo "rebuilt with $FAULT_DIFF in $(( $(date +%s) - t ))s"
     GGML_BATCH_INVARIANT=1 timeout 120 ./test-backend-ops -b CUDA0 -o MUL_MAT_BATCH_INVARIANCE > "$OUT/tbo-bi-fault.txt" 2>&1
+fi
+if [ -f "$OUT/tbo-bi-fault.txt" ]; then
     echo "batch-invariance cases with the fault, switch on: $(grep -E 'tests passed' "$OUT/tbo-bi-fault.txt")"
-    grep -E 'FAIL' "$OUT/tbo-bi-fault.txt" | grep -oE 'type_a=[a-z0-9_]+,m=[0-9]+,k=[0-9]+,n=[0-9]+' | sort | uniq -c | head -60
+    grep -E 'FAIL' "$OUT/tbo-bi-fault.txt" | grep -oE 'type_a=[A-Za-z0-9_]+,m=[0-9]+,k=[0-9]+,n=[0-9]+' | sort | uniq -c | head -60
 fi

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Build test-backend-ops for sm_90 here, from the work tree, for wip_kernel_session.sh to run
+# without building on the GPU machine (a build there costs ~4.5 of its 30 device minutes; here
+# the first build takes ~30 min on 2 cores, a rebuild after a kernel edit about a minute).
+#
+#   wip_local_build.sh [BUILD_DIR]   # default /work/devbuild; writes build/wip-test-backend-ops.xz
+#
+# Static (one file to carry, ~10 MB compressed), flash-attention kernels off (their instances
+# dominate the build; the FA cases then run on the CPU and say so), VMM off (no libcuda.so on a
+# machine without a driver). Needs nvcc, cuBLAS headers and libraries.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+dir=${1:-/work/devbuild}
+mkdir -p "$dir/src"
+# tar keeps the work tree's timestamps, so ninja rebuilds only what changed since the last copy
+tar c --exclude=.git -C "$repo/work/llama.cpp" . | tar x -C "$dir/src"
+if [ ! -f "$dir/b/build.ninja" ]; then
+    cmake -S "$dir/src" -B "$dir/b" -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DGGML_NATIVE=OFF \
+        -DGGML_CUDA_FA=OFF -DGGML_CUDA_NO_VMM=ON -DBUILD_SHARED_LIBS=OFF -DGGML_CUDA_NCCL=OFF -DLLAMA_CURL=OFF \
+        -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \
+        -DGGML_OPENMP=OFF -DCMAKE_BUILD_TYPE=Release > "$dir/cmake.log"
+fi
+cmake --build "$dir/b" --target test-backend-ops -j "$(nproc)"
+mkdir -p "$repo/build"
+xz -T0 -6 -c "$dir/b/bin/test-backend-ops" > "$repo/build/wip-test-backend-ops.xz"
+ls -la "$repo/build/wip-test-backend-ops.xz"
