@@ -3,7 +3,8 @@
 # without building on the GPU machine (a build there costs ~4.5 of its 30 device minutes; here
 # the first build takes ~30 min on 2 cores, a rebuild after a kernel edit about a minute).
 #
-#   wip_local_build.sh [BUILD_DIR]   # default /work/devbuild; writes build/wip-test-backend-ops.xz
+#   wip_local_build.sh [BUILD_DIR [OUT]]   # defaults: /work/devbuild, build/wip-test-backend-ops.xz
+#   FAULT_DIFF=benchmarks/faults/X.diff wip_local_build.sh ...   # the same with the fault applied to the copy
 #
 # Static (one file to carry, ~10 MB compressed), flash-attention kernels off (their instances
 # dominate the build; the FA cases then run on the CPU and say so), VMM off (no libcuda.so on a
@@ -11,9 +12,21 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 dir=${1:-/work/devbuild}
+out=$repo/${2:-build/wip-test-backend-ops.xz}
 mkdir -p "$dir/src"
 # tar keeps the work tree's timestamps, so ninja rebuilds only what changed since the last copy
 tar c --exclude=.git -C "$repo/work/llama.cpp" . | tar x -C "$dir/src"
+# A file a fault changed in the last build came back with its older time: make ninja rebuild it.
+if [ -f "$dir/faulted" ]; then
+    xargs -I{} touch "$dir/src/{}" < "$dir/faulted"
+    rm "$dir/faulted"
+fi
+if [ -n "${FAULT_DIFF:-}" ]; then
+    # into the copy only: the work tree stays as it is
+    patch -d "$dir/src" -p1 < "$repo/$FAULT_DIFF"
+    sed -n 's|^+++ b/||p' "$repo/$FAULT_DIFF" > "$dir/faulted"
+    xargs -I{} touch "$dir/src/{}" < "$dir/faulted"
+fi
 if [ ! -f "$dir/b/build.ninja" ]; then
     cmake -S "$dir/src" -B "$dir/b" -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DGGML_NATIVE=OFF \
         -DGGML_CUDA_FA=OFF -DGGML_CUDA_NO_VMM=ON -DBUILD_SHARED_LIBS=OFF -DGGML_CUDA_NCCL=OFF -DLLAMA_CURL=OFF \
@@ -21,6 +34,6 @@ if [ ! -f "$dir/b/build.ninja" ]; then
         -DGGML_OPENMP=OFF -DCMAKE_BUILD_TYPE=Release > "$dir/cmake.log"
 fi
 cmake --build "$dir/b" --target test-backend-ops -j "$(nproc)"
-mkdir -p "$repo/build"
-xz -T0 -6 -c "$dir/b/bin/test-backend-ops" > "$repo/build/wip-test-backend-ops.xz"
-ls -la "$repo/build/wip-test-backend-ops.xz"
+mkdir -p "$(dirname "$out")"
+xz -T0 -6 -c "$dir/b/bin/test-backend-ops" > "$out"
+ls -la "$out"
