@@ -10,11 +10,12 @@
 # With WIP_BINARY (an xz-compressed test-backend-ops built elsewhere, e.g. by
 # wip_local_build.sh: build/wip-test-backend-ops.xz) nothing is built here, and
 # WIP_FAULT_BINARY, if set, is the same built with a fault, run in place of the
-# FAULT_DIFF rebuild. The results go to $OUT/summary.txt too: the device returns
-# only a few files of a call.
+# FAULT_DIFF rebuild. Everything printed also goes to $OUT/summary.txt (a device call
+# returns only a few of the files it leaves).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
+exec > >(tee "$OUT/summary.txt") 2>&1
 perf=${1:-'type_a=q4_K,type_b=f32,m=(4096|12288),n=(1|4|8|9|12|16),k=(4096|12288),bs=\[1,1\]'}
 nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 rm -rf /tmp/wip && mkdir -p /tmp/wip/build/bin
@@ -56,4 +57,17 @@ fi
 if [ -f "$OUT/tbo-bi-fault.txt" ]; then
     echo "batch-invariance cases with the fault, switch on: $(grep -E 'tests passed' "$OUT/tbo-bi-fault.txt")"
     grep -E 'FAIL' "$OUT/tbo-bi-fault.txt" | grep -oE 'type_a=[A-Za-z0-9_]+,m=[0-9]+,k=[0-9]+,n=[0-9]+' | sort | uniq -c | head -60
+fi
+# With NCU_CASE (a test-backend-ops perf filter, e.g. 'type_a=q4_K,type_b=f32,m=4096,n=16,k=12288'),
+# Nsight Compute's warp-state, scheduler and instruction sections for the tensor-core kernels
+# of that product, switch on (benchmarks/ncu_report.py reads the CSV).
+if [ -n "${NCU_CASE:-}" ]; then
+    NCU=$(command -v ncu || find /opt/nvidia /usr/local/cuda* -name ncu -type f 2>/dev/null | head -1)
+    GGML_BATCH_INVARIANT=1 timeout 240 "$NCU" --clock-control none --kernel-name-base demangled \
+        --kernel-name 'regex:bi_mma' --launch-skip 2 --launch-count 2 \
+        --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+        --section SchedulerStats --section InstructionStats --csv --page details \
+        ./test-backend-ops perf -b CUDA0 -o MUL_MAT -p "$NCU_CASE" > "$OUT/ncu-bi-mma.csv" 2> "$OUT/ncu-bi-mma.err"
+    echo "ncu on $NCU_CASE: rc=$? $(wc -l < "$OUT/ncu-bi-mma.csv") lines"
+    grep -E '"(Duration|Executed Ipc Active|Issue Slots Busy|No Eligible|Warp Cycles Per Issued Instruction|Achieved Occupancy|Registers Per Thread)"' "$OUT/ncu-bi-mma.csv" | cut -c1-200 | head -20
 fi
