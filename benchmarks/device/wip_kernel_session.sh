@@ -21,6 +21,8 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | t
 rm -rf /tmp/wip && mkdir -p /tmp/wip/build/bin
 if [ -n "${WIP_BINARY:-}" ]; then
     xz -dc "$WIP_BINARY" > /tmp/wip/build/bin/test-backend-ops && chmod +x /tmp/wip/build/bin/test-backend-ops || exit 1
+    # built elsewhere: find this machine's CUDA runtime and cuBLAS wherever its toolkit keeps them
+    export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     echo "prebuilt $WIP_BINARY"
 else
     tar xzf build/wip-src.tar.gz -C /tmp/wip || exit 1
