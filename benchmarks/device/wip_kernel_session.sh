@@ -27,6 +27,8 @@ if [ -n "${WIP_BINARY:-}" ]; then
 else
     tar xzf build/wip-src.tar.gz -C /tmp/wip || exit 1
     t=$(date +%s)
+    # WIP_CMAKE_ARGS holds several arguments: split on purpose
+    # shellcheck disable=SC2086
     cmake -S /tmp/wip/llama.cpp -B /tmp/wip/build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DGGML_NATIVE=OFF \
         -DGGML_CUDA_NCCL=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF \
         -DLLAMA_BUILD_SERVER=OFF -DCMAKE_BUILD_TYPE=Release ${WIP_CMAKE_ARGS:-} > "$OUT/cmake.log" 2>&1 || { tail -20 "$OUT/cmake.log"; exit 1; }
