@@ -24,13 +24,15 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 NEWER = "b10018-1.2.0"
 # An older release: it predates ggml_cuda_should_use_mmvq, the server's per-slot
 # drafting, the new test-backend-ops cases and the draft context's output limit,
-# so four patches conflict there.
+# so four patches conflict there, and the tensor-core mat-vec patch with them (its
+# dispatch and test cases sit in the code the mmvq and tests patches add).
 OLDER = "feature-turboquant-kv-cache-b9964-519f0c5"
 CONFLICTING_ON_OLDER = [
     "ggml-cuda-batch-invariant-mmvq-up-to-16-columns.patch",
     "speculative-keep-verify-batches-inside-one-256-cell-kv-windo.patch",
     "tests-batch-invariance-of-mul-mat-and-flash-attn-ext-in-test.patch",
     "speculative-the-draft-context-holds-a-verify-batch-s-outputs.patch",
+    "ggml-cuda-batch-invariant-q4-k-and-q6-k-mat-vec-on-tensor-co.patch",
 ]
 REQUIRED_REFS = (NEWER, OLDER)
 
