@@ -70,7 +70,7 @@ if [ -n "${NCU_CASE:-}" ]; then
     GGML_BATCH_INVARIANT=1 timeout 240 "$NCU" --clock-control none --kernel-name-base demangled \
         --kernel-name 'regex:bi_mma' --launch-skip 2 --launch-count 2 \
         --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-        --section SchedulerStats --section InstructionStats --csv --page details \
+        --section SchedulerStats --section InstructionStats --section MemoryWorkloadAnalysis --csv --page details \
         ./test-backend-ops perf -b CUDA0 -o MUL_MAT -p "$NCU_CASE" > "$OUT/ncu-bi-mma.csv" 2> "$OUT/ncu-bi-mma.err"
     echo "ncu on $NCU_CASE: rc=$? $(wc -l < "$OUT/ncu-bi-mma.csv") lines"
     grep -E '"(Duration|Executed Ipc Active|Issue Slots Busy|No Eligible|Warp Cycles Per Issued Instruction|Achieved Occupancy|Registers Per Thread)"' "$OUT/ncu-bi-mma.csv" | cut -c1-200 | head -20
