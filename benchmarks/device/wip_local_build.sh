@@ -5,6 +5,7 @@
 #
 #   wip_local_build.sh [BUILD_DIR [OUT]]   # defaults: /work/devbuild, build/wip-test-backend-ops.xz
 #   FAULT_DIFF=benchmarks/faults/X.diff wip_local_build.sh ...   # the same with the fault applied to the copy
+#   VARIANT_DIFF=benchmarks/variants/X.diff wip_local_build.sh ... # or a variant of the kernel, to time against it
 #
 # Static (one file to carry, ~10 MB compressed), flash-attention kernels off (their instances
 # dominate the build; the FA cases then run on the CPU and say so), VMM off (no libcuda.so on a
@@ -21,10 +22,11 @@ if [ -f "$dir/faulted" ]; then
     xargs -I{} touch "$dir/src/{}" < "$dir/faulted"
     rm "$dir/faulted"
 fi
-if [ -n "${FAULT_DIFF:-}" ]; then
+diff=${FAULT_DIFF:-${VARIANT_DIFF:-}}
+if [ -n "$diff" ]; then
     # into the copy only: the work tree stays as it is
-    patch -d "$dir/src" -p1 < "$repo/$FAULT_DIFF"
-    sed -n 's|^+++ b/||p' "$repo/$FAULT_DIFF" > "$dir/faulted"
+    patch -d "$dir/src" -p1 < "$repo/$diff"
+    sed -n 's|^+++ b/||p' "$repo/$diff" > "$dir/faulted"
     xargs -I{} touch "$dir/src/{}" < "$dir/faulted"
 fi
 if [ ! -f "$dir/b/build.ninja" ]; then
