@@ -10,7 +10,7 @@
 # With WIP_BINARY (an xz-compressed test-backend-ops built elsewhere, e.g. by
 # wip_local_build.sh: build/wip-test-backend-ops.xz) nothing is built here, and
 # WIP_FAULT_BINARY, if set, is the same built with a fault, run in place of the
-# FAULT_DIFF rebuild. Everything printed also goes to $OUT/summary.txt (a device call
+# FAULT_DIFF rebuild; WIP_VARIANT_BINARY, a kernel variant, is timed next to it. Everything printed also goes to $OUT/summary.txt (a device call
 # returns only a few of the files it leaves).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -46,6 +46,13 @@ for on in 1 0; do
     GGML_BATCH_INVARIANT=$on timeout 90 ./test-backend-ops perf -b CUDA0 -o MUL_MAT -p "$perf" > "$OUT/perf-$on.txt" 2>&1
     echo "perf, switch $on:"; grep -E 'MUL_MAT' "$OUT/perf-$on.txt" | sed 's/,bs=.*:/:/' | cut -c1-150
 done
+# With WIP_VARIANT_BINARY (built like WIP_BINARY from a benchmarks/variants/ diff), the same
+# perf cases with the switch on, to time the variant against the kernel as it stands.
+if [ -n "${WIP_VARIANT_BINARY:-}" ]; then
+    xz -dc "$OLDPWD/$WIP_VARIANT_BINARY" > ./test-backend-ops-variant && chmod +x ./test-backend-ops-variant || exit 1
+    GGML_BATCH_INVARIANT=1 timeout 90 ./test-backend-ops-variant perf -b CUDA0 -o MUL_MAT -p "$perf" > "$OUT/perf-variant.txt" 2>&1
+    echo "perf of $WIP_VARIANT_BINARY, switch 1:"; grep -E 'MUL_MAT' "$OUT/perf-variant.txt" | sed 's/,bs=.*:/:/' | cut -c1-150
+fi
 # With FAULT_DIFF set (a diff against the tree, e.g. benchmarks/faults/*.diff), the tree is
 # rebuilt with it applied and the batch-invariance cases run once more, switch on.
 if [ -n "${WIP_FAULT_BINARY:-}" ]; then
