@@ -16,6 +16,9 @@ set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/summary.txt") 2>&1
+# test-backend-ops perf prints a case's name and, sometimes on a later line, its time: one line each
+perf_table() { awk '/MUL_MAT\(/ { match($0, /type_a=[^,]+,type_b=[^,]+,m=[0-9]+,n=[0-9]+,k=[0-9]+/); name = substr($0, RSTART, RLENGTH) }
+                    / us\/run/ { for (i = 1; i < NF; ++i) if ($(i + 1) == "us/run") print name, $i, "us" }' "$1"; }
 perf=${1:-'type_a=q4_K,type_b=f32,m=(4096|12288),n=(1|4|8|9|12|16),k=(4096|12288),bs=\[1,1\]'}
 nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 rm -rf /tmp/wip && mkdir -p /tmp/wip/build/bin
@@ -44,14 +47,14 @@ for on in 1 0; do
 done
 for on in 1 0; do
     GGML_BATCH_INVARIANT=$on timeout 90 ./test-backend-ops perf -b CUDA0 -o MUL_MAT -p "$perf" > "$OUT/perf-$on.txt" 2>&1
-    echo "perf, switch $on:"; grep -E 'MUL_MAT' "$OUT/perf-$on.txt" | sed 's/,bs=.*:/:/' | cut -c1-150
+    echo "perf, switch $on:"; perf_table "$OUT/perf-$on.txt"
 done
 # With WIP_VARIANT_BINARY (built like WIP_BINARY from a benchmarks/variants/ diff), the same
 # perf cases with the switch on, to time the variant against the kernel as it stands.
 if [ -n "${WIP_VARIANT_BINARY:-}" ]; then
     xz -dc "$OLDPWD/$WIP_VARIANT_BINARY" > ./test-backend-ops-variant && chmod +x ./test-backend-ops-variant || exit 1
     GGML_BATCH_INVARIANT=1 timeout 90 ./test-backend-ops-variant perf -b CUDA0 -o MUL_MAT -p "$perf" > "$OUT/perf-variant.txt" 2>&1
-    echo "perf of $WIP_VARIANT_BINARY, switch 1:"; grep -E 'MUL_MAT' "$OUT/perf-variant.txt" | sed 's/,bs=.*:/:/' | cut -c1-150
+    echo "perf of $WIP_VARIANT_BINARY, switch 1:"; perf_table "$OUT/perf-variant.txt"
 fi
 # With FAULT_DIFF set (a diff against the tree, e.g. benchmarks/faults/*.diff), the tree is
 # rebuilt with it applied and the batch-invariance cases run once more, switch on.
