@@ -17,17 +17,17 @@ out=$repo/${2:-build/wip-test-backend-ops.xz}
 mkdir -p "$dir/src"
 # tar keeps the work tree's timestamps, so ninja rebuilds only what changed since the last copy
 tar c --exclude=.git -C "$repo/work/llama.cpp" . | tar x -C "$dir/src"
-# A file a fault changed in the last build came back with its older time: make ninja rebuild it.
-if [ -f "$dir/faulted" ]; then
-    xargs -I{} touch "$dir/src/{}" < "$dir/faulted"
-    rm "$dir/faulted"
+# A file a fault or variant changed in the last build came back with its older time: make ninja rebuild it.
+if [ -f "$dir/diffed-files" ]; then
+    xargs -I{} touch "$dir/src/{}" < "$dir/diffed-files"
+    rm "$dir/diffed-files"
 fi
 diff=${FAULT_DIFF:-${VARIANT_DIFF:-}}
 if [ -n "$diff" ]; then
     # into the copy only: the work tree stays as it is
     patch -d "$dir/src" -p1 < "$repo/$diff"
-    sed -n 's|^+++ b/||p' "$repo/$diff" > "$dir/faulted"
-    xargs -I{} touch "$dir/src/{}" < "$dir/faulted"
+    sed -n 's|^+++ b/||p' "$repo/$diff" > "$dir/diffed-files"
+    xargs -I{} touch "$dir/src/{}" < "$dir/diffed-files"
 fi
 if [ ! -f "$dir/b/build.ninja" ]; then
     cmake -S "$dir/src" -B "$dir/b" -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DGGML_NATIVE=OFF \
