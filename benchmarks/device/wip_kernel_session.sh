@@ -77,11 +77,20 @@ fi
 # of that product, switch on (benchmarks/ncu_report.py reads the CSV).
 if [ -n "${NCU_CASE:-}" ]; then
     NCU=$(command -v ncu || find /opt/nvidia /usr/local/cuda* -name ncu -type f 2>/dev/null | head -1)
-    GGML_BATCH_INVARIANT=1 timeout 240 "$NCU" --clock-control none --kernel-name-base demangled \
-        --kernel-name 'regex:bi_mma' --launch-skip 2 --launch-count 2 \
-        --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-        --section SchedulerStats --section InstructionStats --section MemoryWorkloadAnalysis --csv --page details \
-        ./test-backend-ops perf -b CUDA0 -o MUL_MAT -p "$NCU_CASE" > "$OUT/ncu-bi-mma.csv" 2> "$OUT/ncu-bi-mma.err"
-    echo "ncu on $NCU_CASE: rc=$? $(wc -l < "$OUT/ncu-bi-mma.csv") lines"
-    grep -E '"(Duration|Executed Ipc Active|Issue Slots Busy|No Eligible|Warp Cycles Per Issued Instruction|Achieved Occupancy|Registers Per Thread)"' "$OUT/ncu-bi-mma.csv" | cut -c1-200 | head -20
+    # several products, separated by spaces, each in its own CSV
+    i=0
+    for ncu_case in $NCU_CASE; do
+        i=$((i + 1))
+        GGML_BATCH_INVARIANT=1 timeout 240 "$NCU" --clock-control none --kernel-name-base demangled \
+            --kernel-name 'regex:bi_mma' --launch-skip 2 --launch-count 2 \
+            --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+            --section SchedulerStats --section InstructionStats --section MemoryWorkloadAnalysis \
+            --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' --csv --page details \
+            ./test-backend-ops perf -b CUDA0 -o MUL_MAT -p "$ncu_case" > "$OUT/ncu-bi-mma-$i.csv" 2> "$OUT/ncu-bi-mma-$i.err"
+        echo "ncu on $ncu_case: rc=$? $(wc -l < "$OUT/ncu-bi-mma-$i.csv") lines"
+        grep -E '"(Duration|Executed Ipc Active|Issue Slots Busy|No Eligible|Warp Cycles Per Issued Instruction|Achieved Occupancy|Registers Per Thread|L2 Hit Rate|Mem Busy|Max Bandwidth|DRAM Throughput|L1/TEX Hit Rate)"' "$OUT/ncu-bi-mma-$i.csv" | cut -c1-200 | head -30
+        grep -E 'issue_stalled' "$OUT/ncu-bi-mma-$i.csv" | awk -F'","' '{ print $(NF-2), $NF }' | sort -k2 -g -r | head -24
+    done
 fi
+# a device call returns at most 8 files: every log but the summary travels in one archive
+(cd "$OUT" && find . -maxdepth 1 -type f ! -name summary.txt ! -name logs.tar.gz -printf '%P\n' | tar czf logs.tar.gz -T - --remove-files)
