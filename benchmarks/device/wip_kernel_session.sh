@@ -49,13 +49,14 @@ for on in 1 0; do
     GGML_BATCH_INVARIANT=$on timeout 90 ./test-backend-ops perf -b CUDA0 -o MUL_MAT -p "$perf" > "$OUT/perf-$on.txt" 2>&1
     echo "perf, switch $on:"; perf_table "$OUT/perf-$on.txt"
 done
-# With WIP_VARIANT_BINARY (built like WIP_BINARY from a benchmarks/variants/ diff), the same
-# perf cases with the switch on, to time the variant against the kernel as it stands.
-if [ -n "${WIP_VARIANT_BINARY:-}" ]; then
-    xz -dc "$OLDPWD/$WIP_VARIANT_BINARY" > ./test-backend-ops-variant && chmod +x ./test-backend-ops-variant || exit 1
-    GGML_BATCH_INVARIANT=1 timeout 90 ./test-backend-ops-variant perf -b CUDA0 -o MUL_MAT -p "$perf" > "$OUT/perf-variant.txt" 2>&1
-    echo "perf of $WIP_VARIANT_BINARY, switch 1:"; perf_table "$OUT/perf-variant.txt"
-fi
+# With WIP_VARIANT_BINARY (built like WIP_BINARY from a benchmarks/variants/ diff; several, separated by
+# spaces), the same perf cases with the switch on, to time each variant against the kernel as it stands.
+for variant in ${WIP_VARIANT_BINARY:-}; do
+    xz -dc "$OLDPWD/$variant" > ./test-backend-ops-variant && chmod +x ./test-backend-ops-variant || exit 1
+    log="$OUT/perf-variant-$(basename "$variant" .xz).txt"
+    GGML_BATCH_INVARIANT=1 timeout 90 ./test-backend-ops-variant perf -b CUDA0 -o MUL_MAT -p "$perf" > "$log" 2>&1
+    echo "perf of $variant, switch 1:"; perf_table "$log"
+done
 # With FAULT_DIFF set (a diff against the tree, e.g. benchmarks/faults/*.diff), the tree is
 # rebuilt with it applied and the batch-invariance cases run once more, switch on.
 if [ -n "${WIP_FAULT_BINARY:-}" ]; then
