@@ -32,7 +32,7 @@ CONFLICTING_ON_OLDER = [
     "speculative-keep-verify-batches-inside-one-256-cell-kv-windo.patch",
     "tests-batch-invariance-of-mul-mat-and-flash-attn-ext-in-test.patch",
     "speculative-the-draft-context-holds-a-verify-batch-s-outputs.patch",
-    "ggml-cuda-batch-invariant-q4-k-and-q6-k-mat-vec-on-tensor-co.patch",
+    "ggml-cuda-batch-invariant-q4-k-q5-k-q6-k-and-q8-0-mat-vec-on.patch",
 ]
 REQUIRED_REFS = (NEWER, OLDER)
 
