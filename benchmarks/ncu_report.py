@@ -41,6 +41,21 @@ METRICS = {
     ("Occupancy", "Achieved Occupancy"): "achieved_occupancy_pct",
     ("Occupancy", "Block Limit Registers"): "block_limit_registers",
 }
+# What a kernel under development is read for besides (wip_report.py): issue rate, work, cache hits, spills.
+DETAIL_METRICS = {
+    **METRICS,
+    ("Scheduler Statistics", "Issued Warp Per Scheduler"): "issued_warps_per_scheduler",
+    ("Scheduler Statistics", "Active Warps Per Scheduler"): "active_warps_per_scheduler",
+    ("Instruction Statistics", "Executed Instructions"): "executed_instructions",
+    ("Memory Workload Analysis", "L1/TEX Hit Rate"): "l1_hit_rate_pct",
+    ("Memory Workload Analysis", "L2 Hit Rate"): "l2_hit_rate_pct",
+    ("Memory Workload Analysis", "Local Memory Spilling Requests"): "local_spill_requests",
+}
+
+
+# --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio': the cycles a warp spends in each
+# stall reason per instruction it issues (their sum is about "Warp Cycles Per Issued Instruction")
+STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio")
 
 
 class ReportError(ValueError):
@@ -48,9 +63,13 @@ class ReportError(ValueError):
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:
-    lines = [line for line in path.read_text(errors="replace").splitlines(keepends=True) if line.startswith('"')]
+    return parse_rows(path.read_text(errors="replace"), str(path))
+
+
+def parse_rows(text: str, where: str) -> list[dict[str, str]]:
+    lines = [line for line in text.splitlines(keepends=True) if line.startswith('"')]
     if not lines or not lines[0].startswith('"ID"'):
-        raise ReportError(f"{path}: no ncu CSV rows (expected a header starting with \"ID\"); "
+        raise ReportError(f"{where}: no ncu CSV rows (expected a header starting with \"ID\"); "
                           "was ncu run with --csv --page details, and did it profile any kernel?")
     return list(csv.DictReader(io.StringIO("".join(lines))))
 
@@ -69,11 +88,20 @@ def short_name(kernel: str) -> str:
 
 
 def summarize(path: Path) -> list[dict]:
+    return summarize_rows(read_rows(path))
+
+
+def summarize_rows(rows: list[dict[str, str]], metrics: dict[tuple[str, str], str] = METRICS,
+                   stalls: bool = False) -> list[dict]:
+    """With stalls, also the stall reasons of --metrics (STALL) as stall_REASON_cycles_per_instruction."""
     launches: dict[str, dict] = {}
-    for row in read_rows(path):
+    for row in rows:
         launch = launches.setdefault(row["ID"], {"id": int(row["ID"]), "kernel": short_name(row["Kernel Name"]),
                                                  "block": row["Block Size"], "grid": row["Grid Size"]})
-        key = METRICS.get((row["Section Name"], row["Metric Name"]))
+        key = metrics.get((row["Section Name"], row["Metric Name"]))
+        stall = STALL.fullmatch(row["Metric Name"]) if stalls else None
+        if stall:
+            key = f"stall_{stall[1]}_cycles_per_instruction"
         if key:
             value = number(row["Metric Value"])
             if key == "duration_us" and isinstance(value, float):

@@ -11,7 +11,8 @@
 # wip_local_build.sh: build/wip-test-backend-ops.xz) nothing is built here, and
 # WIP_FAULT_BINARY, if set, is the same built with a fault, run in place of the
 # FAULT_DIFF rebuild; WIP_VARIANT_BINARY, a kernel variant, is timed next to it. Everything printed also goes to $OUT/summary.txt (a device call
-# returns only a few of the files it leaves).
+# returns only a few of the files it leaves). benchmarks/wip_report.py turns what comes back into one JSON report
+# for benchmarks/record.py.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
