@@ -44,6 +44,8 @@ METRICS = {
 # What a kernel under development is read for besides (wip_report.py): issue rate, work, cache hits, spills.
 DETAIL_METRICS = {
     **METRICS,
+    ("GPU Speed Of Light Throughput", "SM Frequency"): "sm_frequency_hz",
+    ("Launch Statistics", "# SMs"): "sms",
     ("Scheduler Statistics", "Issued Warp Per Scheduler"): "issued_warps_per_scheduler",
     ("Scheduler Statistics", "Active Warps Per Scheduler"): "active_warps_per_scheduler",
     ("Instruction Statistics", "Executed Instructions"): "executed_instructions",

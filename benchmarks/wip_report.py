@@ -16,14 +16,16 @@ it with benchmarks/record.py.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import re
 import sys
 import tarfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ncu_report  # noqa: E402
+import op_test_report  # noqa: E402
+
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 PERF_CASE = re.compile(r"MUL_MAT\((type_a=[^,]+,type_b=[^,]+,m=\d+,n=\d+,k=\d+)")
 PERF_TIME = re.compile(r"([0-9.]+) us/run")
@@ -31,14 +33,6 @@ PERF_TIME = re.compile(r"([0-9.]+) us/run")
 
 class ReportError(ValueError):
     pass
-
-
-def _sibling(name: str):
-    """The other report scripts of benchmarks/, which are files rather than a package."""
-    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def parse_perf(text: str) -> dict:
@@ -74,8 +68,6 @@ def read_logs(out_dir: Path) -> dict[str, str]:
 
 
 def report(out_dir: Path) -> dict:
-    op_test_report = _sibling("op_test_report")
-    ncu_report = _sibling("ncu_report")
     logs = read_logs(out_dir)
     result: dict = {"gpu": logs.get("gpu.txt", "").strip(), "op_tests": {}, "perf": {}, "ncu": {}}
     for name, text in sorted(logs.items()):
@@ -105,11 +97,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wip_report: error: {error}", file=sys.stderr)
         return 2
     args.out.write_text(json.dumps(data, indent=1) + "\n")
-    for stem, perf in data["perf"].items():
-        print(f"{stem}: {len(perf['us'])} cases{'' if perf['complete'] else ' (cut off before the end)'}")
-    for stem, tests in data["op_tests"].items():
-        print(f"{stem}: {tests.get('tests_passed')}/{tests.get('tests_total')} passed, {len(tests['failed'])} failed")
+    print(render(data))
     return 0
+
+
+def render(data: dict) -> str:
+    """What a reader of the device call's output looks at: counts, failed cases, times, and per profiled launch its
+    time, registers, occupancy, issue rate and long-scoreboard wait."""
+    lines = []
+    for stem, tests in data["op_tests"].items():
+        lines.append(f"{stem}: {tests.get('tests_passed')}/{tests.get('tests_total')} passed, "
+                     f"{len(tests['failed'])} failed")
+        lines += [f"  FAIL {case}" for case in tests["failed"][:60]]
+    for stem, perf in data["perf"].items():
+        lines.append(f"{stem}: {len(perf['us'])} cases{'' if perf['complete'] else ' (cut off before the end)'}")
+        lines += [f"  {case} {us:.2f} us" for case, us in perf["us"].items()]
+    for stem, launches in data["ncu"].items():
+        lines.append(f"{stem}:")
+        lines += [f"  {launch['kernel'][:48]:<48} {launch.get('duration_us', float('nan')):8.1f} us "
+                  f"regs {launch.get('registers_per_thread', 0):.0f} occ {launch.get('achieved_occupancy_pct', 0):.1f}% "
+                  f"issue/sched {launch.get('issued_warps_per_scheduler', 0):.2f} "
+                  f"long-scoreboard {launch.get('stall_long_scoreboard_cycles_per_instruction', 0):.2f} "
+                  f"of {launch.get('warp_cycles_per_issued_instruction', 0):.2f} cycles/instr"
+                  for launch in launches]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

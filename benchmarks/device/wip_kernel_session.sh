@@ -10,16 +10,17 @@
 # With WIP_BINARY (an xz-compressed test-backend-ops built elsewhere, e.g. by
 # wip_local_build.sh: build/wip-test-backend-ops.xz) nothing is built here, and
 # WIP_FAULT_BINARY, if set, is the same built with a fault, run in place of the
-# FAULT_DIFF rebuild; WIP_VARIANT_BINARY, a kernel variant, is timed next to it. Everything printed also goes to $OUT/summary.txt (a device call
-# returns only a few of the files it leaves). benchmarks/wip_report.py turns what comes back into one JSON report
-# for benchmarks/record.py.
+# FAULT_DIFF rebuild. WIP_VARIANT_BINARY (one or more) are kernel variants timed
+# next to it; NCU_CASE (one or more products) are profiled with Nsight Compute.
+# At the end benchmarks/wip_report.py prints what every log says and writes it to
+# $OUT/report.json, for benchmarks/record.py; everything printed also goes to
+# $OUT/summary.txt, and the other logs to $OUT/logs.tar.gz (a device call returns
+# at most 8 files).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/summary.txt") 2>&1
-# test-backend-ops perf prints a case's name and, sometimes on a later line, its time: one line each
-perf_table() { awk '/MUL_MAT\(/ { match($0, /type_a=[^,]+,type_b=[^,]+,m=[0-9]+,n=[0-9]+,k=[0-9]+/); name = substr($0, RSTART, RLENGTH) }
-                    / us\/run/ { for (i = 1; i < NF; ++i) if ($(i + 1) == "us/run") print name, $i, "us" }' "$1"; }
+REPO=$PWD
 perf=${1:-'type_a=q4_K,type_b=f32,m=(4096|12288),n=(1|4|8|9|12|16),k=(4096|12288),bs=\[1,1\]'}
 nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 rm -rf /tmp/wip && mkdir -p /tmp/wip/build/bin
@@ -48,31 +49,27 @@ for on in 1 0; do
 done
 for on in 1 0; do
     GGML_BATCH_INVARIANT=$on timeout 90 ./test-backend-ops perf -b CUDA0 -o MUL_MAT -p "$perf" > "$OUT/perf-$on.txt" 2>&1
-    echo "perf, switch $on:"; perf_table "$OUT/perf-$on.txt"
+    echo "perf, switch $on: $(grep -c 'us/run' "$OUT/perf-$on.txt") cases timed"
 done
 # With WIP_VARIANT_BINARY (built like WIP_BINARY from a benchmarks/variants/ diff; several, separated by
 # spaces), the same perf cases with the switch on, to time each variant against the kernel as it stands.
 for variant in ${WIP_VARIANT_BINARY:-}; do
-    xz -dc "$OLDPWD/$variant" > ./test-backend-ops-variant && chmod +x ./test-backend-ops-variant || exit 1
+    xz -dc "$REPO/$variant" > ./test-backend-ops-variant && chmod +x ./test-backend-ops-variant || exit 1
     log="$OUT/perf-variant-$(basename "$variant" .xz).txt"
     GGML_BATCH_INVARIANT=1 timeout 90 ./test-backend-ops-variant perf -b CUDA0 -o MUL_MAT -p "$perf" > "$log" 2>&1
-    echo "perf of $variant, switch 1:"; perf_table "$log"
+    echo "perf of $variant, switch 1: $(grep -c 'us/run' "$log") cases timed"
 done
 # With FAULT_DIFF set (a diff against the tree, e.g. benchmarks/faults/*.diff), the tree is
 # rebuilt with it applied and the batch-invariance cases run once more, switch on.
 if [ -n "${WIP_FAULT_BINARY:-}" ]; then
-    xz -dc "$OLDPWD/$WIP_FAULT_BINARY" > ./test-backend-ops-fault && chmod +x ./test-backend-ops-fault || exit 1
+    xz -dc "$REPO/$WIP_FAULT_BINARY" > ./test-backend-ops-fault && chmod +x ./test-backend-ops-fault || exit 1
     GGML_BATCH_INVARIANT=1 timeout 120 ./test-backend-ops-fault -b CUDA0 -o MUL_MAT_BATCH_INVARIANCE > "$OUT/tbo-bi-fault.txt" 2>&1
 elif [ -n "${FAULT_DIFF:-}" ]; then
-    patch -d /tmp/wip/llama.cpp -p1 < "$OLDPWD/$FAULT_DIFF" > "$OUT/fault-patch.txt" 2>&1 || { cat "$OUT/fault-patch.txt"; exit 1; }
+    patch -d /tmp/wip/llama.cpp -p1 < "$REPO/$FAULT_DIFF" > "$OUT/fault-patch.txt" 2>&1 || { cat "$OUT/fault-patch.txt"; exit 1; }
     t=$(date +%s)
     cmake --build /tmp/wip/build --target test-backend-ops -j "$(nproc)" > "$OUT/build-fault.log" 2>&1 || { grep -m5 -B2 -A5 'error' "$OUT/build-fault.log"; exit 1; }
     echo "rebuilt with $FAULT_DIFF in $(( $(date +%s) - t ))s"
     GGML_BATCH_INVARIANT=1 timeout 120 ./test-backend-ops -b CUDA0 -o MUL_MAT_BATCH_INVARIANCE > "$OUT/tbo-bi-fault.txt" 2>&1
-fi
-if [ -f "$OUT/tbo-bi-fault.txt" ]; then
-    echo "batch-invariance cases with the fault, switch on: $(grep -E 'tests passed' "$OUT/tbo-bi-fault.txt")"
-    grep -E 'FAIL' "$OUT/tbo-bi-fault.txt" | grep -oE 'type_a=[A-Za-z0-9_]+,m=[0-9]+,k=[0-9]+,n=[0-9]+' | sort | uniq -c | head -60
 fi
 # With NCU_CASE (a test-backend-ops perf filter, e.g. 'type_a=q4_K,type_b=f32,m=4096,n=16,k=12288'),
 # Nsight Compute's warp-state, scheduler and instruction sections for the tensor-core kernels
@@ -90,9 +87,9 @@ if [ -n "${NCU_CASE:-}" ]; then
             --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' --csv --page details \
             ./test-backend-ops perf -b CUDA0 -o MUL_MAT -p "$ncu_case" > "$OUT/ncu-bi-mma-$i.csv" 2> "$OUT/ncu-bi-mma-$i.err"
         echo "ncu on $ncu_case: rc=$? $(wc -l < "$OUT/ncu-bi-mma-$i.csv") lines"
-        grep -E '"(Duration|Executed Ipc Active|Issue Slots Busy|No Eligible|Warp Cycles Per Issued Instruction|Achieved Occupancy|Registers Per Thread|L2 Hit Rate|Mem Busy|Max Bandwidth|DRAM Throughput|L1/TEX Hit Rate)"' "$OUT/ncu-bi-mma-$i.csv" | cut -c1-200 | head -30
-        grep -E 'issue_stalled' "$OUT/ncu-bi-mma-$i.csv" | awk -F'","' '{ print $(NF-2), $NF }' | sort -k2 -g -r | head -24
     done
 fi
-# a device call returns at most 8 files: every log but the summary travels in one archive
-(cd "$OUT" && find . -maxdepth 1 -type f ! -name summary.txt ! -name logs.tar.gz -printf '%P\n' | tar czf logs.tar.gz -T - --remove-files)
+python3 "$REPO/benchmarks/wip_report.py" "$OUT" --out "$OUT/report.json"
+# a device call returns at most 8 files: every log but the summary and the report travels in one archive
+(cd "$OUT" && find . -maxdepth 1 -type f ! -name summary.txt ! -name report.json ! -name logs.tar.gz -printf '%P\n' |
+    tar czf logs.tar.gz -T - --remove-files)

@@ -114,7 +114,9 @@ def test_cli_writes_the_report_and_a_line_per_log(session: Path, tmp_path: Path,
     assert json.loads((tmp_path / "report.json").read_text())["gpu"] == "NVIDIA H200, 9.0, 580.159.04"
     out = capsys.readouterr().out
     assert "perf-variant-wip-cp-async: 1 cases (cut off before the end)" in out
-    assert "tbo-bi-fault: 1/2 passed, 1 failed" in out
+    assert "tbo-bi-fault: 1/2 passed, 1 failed\n  FAIL type_a=q8_0,m=1024,k=4096,n=5\n" in out
+    assert "  type_a=q6_K,type_b=f32,m=4096,n=16,k=4096 26.50 us\n" in out
+    assert "49.7 us regs 0 occ 0.0% issue/sched 0.52 long-scoreboard 3.23 of 0.00 cycles/instr" in out
 
 
 def test_a_directory_that_is_not_a_session_output_is_an_error(tmp_path: Path,
