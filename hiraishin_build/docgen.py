@@ -400,22 +400,26 @@ def cost_page(project_root: Path) -> str:
     speedup_model = _speedup_model(project_root)
     for entry in records:
         lines += _bench_section(entry, comparisons, records, speedup_model)
-    lines += ["## Why 9-16 tokens cost more", "",
-              "Up to 8 columns stock llama.cpp uses the quantized mat-vec kernel (mmvq) that the stack keeps "
-              "with the one-column warp count. From 9 columns stock switches to the tensor-core kernel (mmq), whose "
-              "time hardly grows with b. Since stack revision 10 the stack has tensor-core kernels of its own that "
-              "give the one-column kernel's bits: the integer dot products come out of f16 mma exactly, but every "
-              "float operation after them stays per row, column and slot, in the one-column kernel's order "
-              "(Q4_K and Q5_K: 7 per 16 weights; Q6_K: 5 per 8). Revision 11 runs them where they beat the "
-              "column-by-column kernel: Q4_K and Q5_K from 5 columns, Q6_K at 8 and 15-16, Q8_0 at 8 "
-              "(`benchmarks/results/wip-rev11-q5-k-q8-0-vs-column-by-column-h200.json`). The float part is half of "
-              "each kernel's loop, and at 9-16 columns the measured times are 2.2-2.9x what the loop's instructions "
-              "take at the SM's full issue rate (`benchmarks/results/sass-bi-mma-rev10.json`). Nsight Compute says "
-              "why (`benchmarks/results/wip-rev11-kernels-ncu-h200.json`): 128 registers per thread leave 4 warps "
-              "per scheduler, and a warp issues once per 7.4 cycles, 3.2 of them waiting on its global loads. "
-              "Reading int8 instead of f16 activations and prefetching to L1 did not help "
-              "([variants](../benchmarks/variants/README.md)). So a pass of 9-16 tokens stays 1.14-1.39x stock's "
-              "for these models, and for Q6_K even the full issue rate would give 0.8 of stock's time. "
+    lines += ["## Where exactness costs, and where it no longer does", "",
+              "Up to 8 columns stock llama.cpp uses the quantized mat-vec kernel (mmvq); from 9 it switches to the "
+              "tensor-core kernel (mmq), whose time hardly grows with b. A verify batch must repeat, for every "
+              "column, the float work of the kernel that computes one token alone. Stock's one-token kernel gives "
+              "each of 16 slots per Q4_K block a float sum of its own, so revisions 10 and 11, whose tensor-core "
+              "kernels kept that order, still ran 7 float instructions per slot, row and column for every 16 "
+              "weights, and passes of 9-16 tokens stayed 1.14-1.39x stock's. Hiding the memory waits did not help "
+              "([variants](../benchmarks/variants/README.md), "
+              "`benchmarks/results/wip-rev11-cp-async-split-tiles-h200.json`): the float part was the bound.",
+              "",
+              "Revision 12 changes the order itself for Q4_K and Q6_K, one token included: each output adds whole "
+              "superblocks in 8 lanes, with one float chain per superblock, so a batch costs 19 (Q4_K) and 26 (Q6_K) "
+              "float instructions per row and column for every 256 weights instead of 112 and 96. Its tensor-core "
+              "kernel beats mmq (Q4_K 4096x12288 at 16 columns: 24.4 against 30.6 us, "
+              "`benchmarks/results/wip-rev12-superblock-order-kernels-h200.json`), and Q4_K_M and Q6_K passes of "
+              "3-16 tokens are now faster than stock's. What still costs: 2 tokens, where the 2-column dp4a kernel "
+              "is slower than mmvq (Q6_K 4096x4096: 11.5 against 10.3 us); one token of Q4_K_M, whose one-column "
+              "products are no longer fused with the gate, up and GLU, and whose 4096x12288 kernel waits on memory "
+              "with one warp per 4 rows (14.5 against 13.6 us); and Q5_K and Q8_0, which keep the one-column "
+              "kernel's order (the Q8_0 model: up to 1.35x at 16 tokens). "
               "Profiles of revisions 5 and 6: [archive.md](archive.md#what-exactness-cost-revisions-5-and-6).",
               ""]
     return "\n".join(lines).rstrip() + "\n"

@@ -47,7 +47,7 @@ def _copy_speedup_model(root: Path) -> None:
 
 
 @pytest.mark.parametrize("page, edit", [
-    ("cost.md", lambda text: text.replace("| 16 | 10.86 |", "| 16 | 12.00 |")),
+    ("cost.md", lambda text: text.replace("| 16 | 7.11 |", "| 16 | 12.00 |")),
     ("commands.md", lambda text: text + "\nA line typed by hand.\n"),
 ])
 def test_a_hand_edited_page_fails_the_check_until_regenerated(project: Path, page: str, edit) -> None:  # type: ignore[no-untyped-def]
@@ -135,11 +135,12 @@ def test_the_cost_page_follows_the_highest_stack_revision_and_names_its_file(tmp
     assert {r.name: r.revision for r in docgen.bench_records(results)}["bench-old"] == 6
 
 
-def test_the_cost_page_of_this_repository_is_revision_11_on_the_h200() -> None:
+def test_the_cost_page_of_this_repository_is_revision_12_on_the_h200() -> None:
     page = (REPO / "docs" / "cost.md").read_text()
-    assert "`benchmarks/results/bench-verify-cost-h200-rev11-b10354.json`, stack revision 11" in page
-    assert re.search(r"- Q4_K_M: exact/stock 0\.70-1\.06 at b = 2\.\.8, 1\.27-1\.36 at b = 9\.\.16", page)
-    assert "rev10" not in page.split("Against the previous measurement")[0]
+    assert "`benchmarks/results/bench-verify-cost-h200-rev12-b10354.json`, stack revision 12" in page
+    assert "- Q4_K_M: exact/stock 0.52-1.04 at b = 2..16" in page
+    assert "- Q6_K: exact/stock 0.69-1.17 at b = 2..16" in page
+    assert "rev11" not in page.split("Against the previous measurement")[0]
 
 
 def _slug(heading: str) -> str:
