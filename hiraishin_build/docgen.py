@@ -412,7 +412,9 @@ def cost_page(project_root: Path) -> str:
               "",
               "Revision 12 changes the order itself for Q4_K and Q6_K, one token included: each output adds whole "
               "superblocks in 8 lanes, with one float chain per superblock, so a batch costs 19 (Q4_K) and 26 (Q6_K) "
-              "float instructions per row and column for every 256 weights instead of 112 and 96. Its tensor-core "
+              "float instructions per row and column for every 256 weights instead of 112 and 160 (the kernels' SASS loops: "
+              "`benchmarks/results/sass-bi-mma-rev11-variants.json`, `benchmarks/results/sass-bi-mma-sb-rev12-variants.json`). "
+              "Its tensor-core "
               "kernel beats mmq (Q4_K 4096x12288 at 16 columns: 24.4 against 30.6 us, "
               "`benchmarks/results/wip-rev12-superblock-order-kernels-h200.json`), and Q4_K_M and Q6_K passes of "
               "3-16 tokens are now faster than stock's. What still costs: 2 tokens, where the 2-column dp4a kernel "
