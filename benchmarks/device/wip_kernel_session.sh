@@ -81,7 +81,7 @@ if [ -n "${NCU_CASE:-}" ]; then
     for ncu_case in $NCU_CASE; do
         i=$((i + 1))
         GGML_BATCH_INVARIANT=1 timeout 240 "$NCU" --clock-control none --kernel-name-base demangled \
-            --kernel-name 'regex:bi_mma' --launch-skip 2 --launch-count 2 \
+            --kernel-name 'regex:bi_mma|bi_sb' --launch-skip 2 --launch-count 2 \
             --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
             --section SchedulerStats --section InstructionStats --section MemoryWorkloadAnalysis \
             --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' --csv --page details \
