@@ -338,7 +338,10 @@ def _bench_section(entry: BenchRecord, comparisons: dict[str, tuple[Path, dict]]
         lines += [f"What exactness costs end to end: the expected speedup of greedy speculative decoding over plain "
                   f"decoding from these pass times, for draft acceptance rates 0.5-0.9 (each drafted token accepted "
                   f"with that probability) and a draft step costing 2-10% of a one-token pass, each at its best draft "
-                  f"length k (verify batch k + 1; `python -m hiraishin_llama.speedup`), from {source}:", "",
+                  f"length k (verify batch k + 1; `python -m hiraishin_llama.speedup`), from {source}. Each speedup "
+                  f"is over plain decoding in its own mode; exact/stock is what exactness costs end to end, the "
+                  f"speculative tokens per second exact over stock (the speedups times each mode's plain decoding "
+                  f"speed):", "",
                   "| model | accepted | draft cost | exact | k | stock | k | exact/stock |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for q, rows in tables.items():
@@ -417,11 +420,16 @@ def cost_page(project_root: Path) -> str:
               "Its tensor-core "
               "kernel beats mmq (Q4_K 4096x12288 at 16 columns: 24.4 against 30.6 us, "
               "`benchmarks/results/wip-rev12-superblock-order-kernels-h200.json`), and Q4_K_M and Q6_K passes of "
-              "3-16 tokens are now faster than stock's. What still costs: 2 tokens, where the 2-column dp4a kernel "
-              "is slower than mmvq (Q6_K 4096x4096: 11.5 against 10.3 us); one token of Q4_K_M, whose one-column "
-              "products are no longer fused with the gate, up and GLU, and whose 4096x12288 kernel waits on memory "
-              "with one warp per 4 rows (14.5 against 13.6 us); and Q5_K and Q8_0, which keep the one-column "
-              "kernel's order (the Q8_0 model: up to 1.35x at 16 tokens). "
+              "3-16 tokens became faster than stock's. Revision 13 removed what revision 12 left: its 1-2 column "
+              "kernels ran one thread per superblock and waited for want of warps (ncu: issue rate 0.12-0.14 per "
+              "scheduler at 11-12% occupancy), so they now run two threads per superblock, which swap their halves' "
+              "integers by shuffles; and one-column products are fused with their gate, up and GLU again, in the "
+              "same order (`benchmarks/results/wip-rev12-variants-h200.json`, "
+              "`benchmarks/results/wip-rev13-two-threads-per-superblock-h200.json`: one column Q4_K 4096x12288 10.7 "
+              "against stock's 13.6 us, two columns Q6_K 4096x4096 9.5 against 10.3). One token of Q4_K_M or Q6_K "
+              "is now faster exact than stock. What still costs: Q6_K at 3 tokens, where the tensor-core kernel "
+              "is about as fast as stock (4096x4096: 12.6 against 11.7 us; the pass 1.003x); and Q5_K and Q8_0, "
+              "which keep the one-column kernel's order (the Q8_0 model: up to 1.37x at 16 tokens). "
               "Profiles of revisions 5 and 6: [archive.md](archive.md#what-exactness-cost-revisions-5-and-6).",
               ""]
     return "\n".join(lines).rstrip() + "\n"

@@ -127,7 +127,7 @@ def test_whole_run_writes_the_table_and_report(stand_in_tools: Path, tmp_path: P
     assert len(table["rows"]) == 15
     assert table["rows"][2]["exact"] == {"draft_length": 1, "speedup": pytest.approx(1.5 * 5.0 / (0.5 + 6.0))}
     assert "expected speculative speedup over plain decoding" in out
-    assert "  0.50        10%     1.15   1     1.24   1        0.932" in out
+    assert "  0.50        10%     1.15   1     1.24   1        0.838" in out
     # The models are kept and reused: a second run makes none.
     models = sorted(p.name for p in (tmp_path / "models").iterdir())
     assert models == ["tiny-1l-seed1-Q4_K_M-direct.gguf", "tiny-2l-seed1-Q4_K_M-direct.gguf"]

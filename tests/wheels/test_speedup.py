@@ -59,14 +59,24 @@ def test_table_rows_cover_every_setting_with_exact_and_stock() -> None:
     row = rows[2]  # a = 0.5, 10% drafts
     assert row.exact == speedup.BestDraft(1, pytest.approx(1.5 * 5.0 / (0.5 + 6.0)))
     assert row.stock == speedup.BestDraft(1, pytest.approx(1.5 * 4.5 / (0.45 + 5.0)))
-    assert row.exact_over_stock == pytest.approx(row.exact.speedup / row.stock.speedup)
-    # Slower wide passes never make exact the faster one.
+    # tokens per second: each speedup over its own plain decoding (5 ms exact, 4.5 ms stock per token)
+    assert (row.exact_plain_ms, row.stock_plain_ms) == (5.0, 4.5)
+    assert row.exact_over_stock == pytest.approx((row.exact.speedup / 5.0) / (row.stock.speedup / 4.5))
+    # Slower passes never make exact the faster one.
     assert all(r.exact_over_stock <= 1.0 for r in rows)
     document = speedup.table_json(rows)
     assert len(document["rows"]) == 15 and "best k" in document["model"]
     assert [speedup.SpeedupRow.from_json(row) for row in json.loads(json.dumps(document))["rows"]] == rows
     text = speedup.render(rows)
-    assert "  0.50        10%     1.15   1     1.24   1        0.932" in text
+    assert "  0.50        10%     1.15   1     1.24   1        0.838" in text
+
+
+def test_exact_passes_that_are_faster_throughout_give_more_tokens_per_second_at_the_same_speedup() -> None:
+    # Exact passes 20% faster at every b: the same speedup over each mode's own plain decoding, 1.25x the tokens.
+    verify = [{"b": b, "exact_ms": 0.8*(4.0 + b), "stock_ms": 4.0 + b} for b in range(1, 17)]
+    for row in speedup.speedup_table(verify):
+        assert row.exact.speedup == pytest.approx(row.stock.speedup)
+        assert row.exact_over_stock == pytest.approx(1.25)
 
 
 def _bench_report(verify: list[dict]) -> dict:
@@ -84,7 +94,7 @@ def test_cli_prints_the_table_of_a_report_and_of_a_results_file(tmp_path: Path,
         assert speedup.main([str(path)]) == 0
         out = capsys.readouterr().out
         assert out.startswith("Q4_K_M:\nexpected speculative speedup")
-        assert "  0.50        10%     1.15   1     1.24   1        0.932" in out
+        assert "  0.50        10%     1.15   1     1.24   1        0.838" in out
 
 
 @pytest.mark.parametrize(("content", "message"), [

@@ -14,6 +14,12 @@ where T(b) is the measured time of a verify pass of b tokens. Each setting is
 evaluated at its best draft length, separately for exact and stock passes, as
 a user would tune it.
 
+Each speedup is over its own mode's plain decoding, whose one-token pass need
+not cost the same exact and stock. What exactness costs end to end is
+therefore the ratio of speculative tokens per second, exact over stock:
+
+    exact/stock = (speedup_exact / T_exact(1)) / (speedup_stock / T_stock(1))
+
 ``python -m hiraishin_llama.speedup BENCH.json`` prints the table for every
 model of a ``hiraishin-llama-bench`` report (or of a results file that holds
 one under "raw").
@@ -44,15 +50,20 @@ class SpeedupRow:
     draft_cost: float
     exact: BestDraft
     stock: BestDraft
+    # the one-token passes, plain decoding's cost per token in each mode
+    exact_plain_ms: float
+    stock_plain_ms: float
 
     @property
     def exact_over_stock(self) -> float:
-        return self.exact.speedup / self.stock.speedup
+        """Speculative tokens per second, exact over stock (below 1: exactness costs)."""
+        return (self.exact.speedup / self.exact_plain_ms) / (self.stock.speedup / self.stock_plain_ms)
 
     @classmethod
     def from_json(cls, row: Mapping) -> SpeedupRow:
         """A row as table_json writes it."""
-        return cls(row["acceptance"], row["draft_cost"], BestDraft(**row["exact"]), BestDraft(**row["stock"]))
+        return cls(row["acceptance"], row["draft_cost"], BestDraft(**row["exact"]), BestDraft(**row["stock"]),
+                   row["exact_plain_ms"], row["stock_plain_ms"])
 
 
 def expected_tokens(acceptance: float, draft_length: int) -> float:
@@ -86,14 +97,16 @@ def speedup_table(verify: Sequence[Mapping], acceptance_rates: Sequence[float] =
     """``verify`` holds the bench's rows: {"b", "exact_ms", "stock_ms", ...}."""
     exact = {row["b"]: row["exact_ms"] for row in verify}
     stock = {row["b"]: row["stock_ms"] for row in verify}
-    return [SpeedupRow(a, c, best_draft(exact, a, c), best_draft(stock, a, c))
+    return [SpeedupRow(a, c, best_draft(exact, a, c), best_draft(stock, a, c), exact[1], stock[1])
             for a in acceptance_rates for c in draft_costs]
 
 
 def table_json(rows: Sequence[SpeedupRow]) -> dict:
     return {
         "model": "speedup(k) = (1 - a^(k+1)) / (1 - a) * T(1) / (k * draft_cost * T(1) + T(k+1)), "
-                 "best k among the measured verify sizes, T = median verify-pass time",
+                 "best k among the measured verify sizes, T = median verify-pass time; exact_over_stock = "
+                 "speculative tokens per second exact over stock, (speedup_exact / T_exact(1)) / "
+                 "(speedup_stock / T_stock(1))",
         "rows": [{**asdict(row), "exact_over_stock": row.exact_over_stock} for row in rows],
     }
 
@@ -101,7 +114,8 @@ def table_json(rows: Sequence[SpeedupRow]) -> dict:
 def render(rows: Sequence[SpeedupRow]) -> str:
     header = (f"{'accept':>6} {'draft cost':>10} {'exact x':>8} {'k':>3} {'stock x':>8} {'k':>3} "
               f"{'exact/stock':>12}")
-    lines = ["expected speculative speedup over plain decoding (best draft length k)", header, "-" * len(header)]
+    lines = ["expected speculative speedup over plain decoding of the same mode (best draft length k);",
+             "exact/stock: speculative tokens per second, exact over stock", header, "-" * len(header)]
     for row in rows:
         lines.append(f"{row.acceptance:>6.2f} {100 * row.draft_cost:>9.0f}% {row.exact.speedup:>8.2f} "
                      f"{row.exact.draft_length:>3} {row.stock.speedup:>8.2f} {row.stock.draft_length:>3} "
