@@ -33,8 +33,9 @@ CONFLICTING_ON_OLDER = [
     "tests-batch-invariance-of-mul-mat-and-flash-attn-ext-in-test.patch",
     "speculative-the-draft-context-holds-a-verify-batch-s-outputs.patch",
     "ggml-cuda-batch-invariant-q4-k-q5-k-q6-k-and-q8-0-mat-vec-on.patch",
-    # changes mmvq-bi-mma.cu, which the patch before it adds (and which the dry run leaves out there)
+    # these two change mmvq-bi-mma.cu, which the patch before them adds (and which the dry run leaves out there)
     "ggml-cuda-batch-invariant-q4-k-and-q6-k-mat-vec-in-superbloc.patch",
+    "ggml-cuda-batch-invariant-q4-k-and-q6-k-one-column-products.patch",
 ]
 REQUIRED_REFS = (NEWER, OLDER)
 
