@@ -421,7 +421,7 @@ def cost_page(project_root: Path) -> str:
               "kernel beats mmq (Q4_K 4096x12288 at 16 columns: 24.4 against 30.6 us, "
               "`benchmarks/results/wip-rev12-superblock-order-kernels-h200.json`), and Q4_K_M and Q6_K passes of "
               "3-16 tokens became faster than stock's. Revision 13 removed what revision 12 left: its 1-2 column "
-              "kernels ran one thread per superblock and waited for want of warps (ncu: issue rate 0.12-0.14 per "
+              "kernels ran one thread per superblock and waited for want of warps (ncu: issue rate 0.11-0.14 per "
               "scheduler at 11-12% occupancy), so they now run two threads per superblock, which swap their halves' "
               "integers by shuffles; and one-column products are fused with their gate, up and GLU again, in the "
               "same order (`benchmarks/results/wip-rev12-variants-h200.json`, "
