@@ -385,6 +385,11 @@ class ObjectStore:
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         return ancestor == descendant or bool(self._repo.descendant_of(descendant, ancestor))
 
+    def commit_count(self, commit: str) -> int:
+        """Commits in ``commit``'s history, itself included (``git rev-list --count``)."""
+        walker = self._repo.walk(self._commit(commit).id, pygit2.enums.SortMode.NONE)
+        return sum(1 for _ in walker)
+
     def merge_base(self, a: str, b: str) -> str | None:
         base = self._repo.merge_base(a, b)
         return str(base) if base is not None else None

@@ -14,6 +14,7 @@ from pathlib import Path
 from . import tomlfile
 from .errors import ConfigError
 from .pin import PIN_FILE
+from .releases import RELEASES_FILE
 
 BACKENDS = ("cpu", "cuda")
 
@@ -210,7 +211,8 @@ def _check_cuda_name(path: Path, cuda_major: int, capabilities: list[str], extra
 
 
 def recipe_paths(recipes_dir: Path) -> list[Path]:
-    return sorted(p for p in recipes_dir.glob("*.toml") if p.name != PIN_FILE.name)
+    not_recipes = {PIN_FILE.name, RELEASES_FILE.name}
+    return sorted(p for p in recipes_dir.glob("*.toml") if p.name not in not_recipes)
 
 
 def load_recipes(recipes_dir: Path) -> list[Recipe]:

@@ -11,7 +11,6 @@ import gzip
 import hashlib
 import io
 import json
-import re
 import tarfile
 import tempfile
 from collections.abc import Iterable
@@ -24,12 +23,12 @@ from .errors import ConfigError
 from .log import get_logger
 from .pin import UpstreamPin
 from .project import Project
+from .releases import RELEASES_FILE, load_releases, require_newer
 from .stack import apply_stack
 
 SOURCE_SUBDIR = "llama.cpp"
 # 1980-01-01: the earliest time a zip (and so a wheel built from this) can hold.
 FIXED_MTIME = 315532800
-_BUILD_NUMBER = re.compile(r"(?:^|-)b(\d+)(?:-|$)")
 
 
 @dataclass(frozen=True)
@@ -40,14 +39,19 @@ class SdistResult:
     files: int
 
 
-def upstream_build_number(pin: UpstreamPin) -> int:
-    match = _BUILD_NUMBER.search(pin.ref)
-    if not match:
+def upstream_build_number(store: git.ObjectStore, pin: UpstreamPin) -> int:
+    """llama.cpp's build number of the pinned commit: the number of commits in
+    its history, as llama.cpp's own CMake counts it (``git rev-list --count``).
+
+    A tag's name is no guide: a fork names its releases as it likes
+    (``b10018-1.2.0`` is 10400 commits deep), and a version read from the name
+    could sort below the release it follows."""
+    if not store.commit_exists(pin.commit):
         raise ConfigError(
-            f"{pin.source}: the ref {pin.ref!r} carries no upstream build number (like b9079)",
-            hint="pin a release tag of the form ...-b<number>-<hash>; the wheel version is built from it",
+            f"{pin.source or 'the pin'}: the pinned commit {pin.short} ({pin.ref}) is not in the upstream cache",
+            hint="hiraishin upstream fetch (or --from a mirror) fills the cache; the wheel version counts the commit's history",
         )
-    return int(match.group(1))
+    return store.commit_count(pin.commit)
 
 
 def stack_revision(project: Project) -> int:
@@ -62,8 +66,8 @@ def stack_revision(project: Project) -> int:
     return value
 
 
-def wheel_version(project: Project, pin: UpstreamPin) -> str:
-    return f"{upstream_build_number(pin)}.{stack_revision(project)}"
+def wheel_version(project: Project, pin: UpstreamPin, store: git.ObjectStore) -> str:
+    return f"{upstream_build_number(store, pin)}.{stack_revision(project)}"
 
 
 def _wheel_project_files(project: Project) -> list[tuple[str, int, bytes]]:
@@ -85,7 +89,7 @@ def _pkg_info(version: str) -> bytes:
     return f"Metadata-Version: 2.1\nName: hiraishin-llama\nVersion: {version}\n".encode()
 
 
-def _stack_info(project: Project, pin: UpstreamPin, patched_commit: str, version: str,
+def _stack_info(project: Project, pin: UpstreamPin, patched_commit: str, version: str, build_number: int,
                 omit: frozenset[str] = frozenset()) -> bytes:
     from .series import read_series
 
@@ -94,7 +98,7 @@ def _stack_info(project: Project, pin: UpstreamPin, patched_commit: str, version
     info = {
         "version": version,
         "exact_backends": sorted(tool.get("exact-backends", [])),
-        "upstream": {"url": pin.url, "ref": pin.ref, "commit": pin.commit},
+        "upstream": {"url": pin.url, "ref": pin.ref, "commit": pin.commit, "build_number": build_number},
         "patched_commit": patched_commit,
         "patches": [
             {
@@ -143,7 +147,11 @@ def write_tarball(path: Path, root_name: str, files: Iterable[tuple[str, int, by
 def build_sdist(project: Project, cache: UpstreamCache, out_dir: Path, *, omit: frozenset[str] = frozenset()) -> SdistResult:
     """Write the sdist; ``omit`` leaves patches out (see apply_stack)."""
     pin = project.pin()
-    version = wheel_version(project, pin)
+    upstream = cache.store()
+    build_number = upstream_build_number(upstream, pin)
+    version = f"{build_number}.{stack_revision(project)}"
+    releases_file = project.root / RELEASES_FILE
+    require_newer(version, pin, load_releases(releases_file), upstream, releases_file=releases_file)
     wheel_files = _wheel_project_files(project)
     with tempfile.TemporaryDirectory(prefix="hiraishin-sdist-") as scratch:
         workdir = Path(scratch) / "llama.cpp"
@@ -156,7 +164,7 @@ def build_sdist(project: Project, cache: UpstreamCache, out_dir: Path, *, omit: 
     generated = [
         ("PKG-INFO", 0o100644, _pkg_info(version)),
         ("hiraishin_llama/_version.py", 0o100644, f'__version__ = "{version}"\n'.encode()),
-        ("hiraishin_llama/stack.json", 0o100644, _stack_info(project, pin, applied.head, version, omit)),
+        ("hiraishin_llama/stack.json", 0o100644, _stack_info(project, pin, applied.head, version, build_number, omit)),
     ]
     root_name = f"hiraishin_llama-{version}"
     path = out_dir / f"{root_name}.tar.gz"

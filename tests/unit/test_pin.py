@@ -37,8 +37,8 @@ def test_render_round_trips(tmp_path: Path) -> None:
 
 def test_the_repository_pin_is_valid() -> None:
     pin = load_pin(Path(__file__).parents[2] / "recipes" / "upstream.toml")
-    assert pin.commit == "066cc29b42eed73b9e7b1a1e6ad45dc3dd2c9b07"
-    assert pin.ref == "feature-turboquant-kv-cache-b10354-066cc29"
+    assert pin.commit == "a6f3d363e4c6a672803d0e6e036f8a75cf43d0ae"
+    assert pin.ref == "b10018-1.2.0"
     assert pin.url == "https://github.com/AtomicBot-ai/atomic-llama-cpp-turboquant.git"  # where the tag lives
 
 

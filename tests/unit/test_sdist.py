@@ -61,13 +61,15 @@ def test_sdist_contents(wheel_project: StackProject, tmp_path: Path) -> None:
     assert f"{root}/llama.cpp/models/ggml-vocab-big.gguf" not in names
     assert f"{root}/llama.cpp/models/templates/chat.jinja" in names
     assert all(m.mtime == members[0].mtime and m.uid == 0 and m.uname == "" for m in members)
-    assert result.version == f"101.{real_stack_revision()}"  # the synthetic pin is tag b101
+    # The synthetic pin is tag b101, two commits deep: the version counts commits, not the name.
+    assert result.version == f"2.{real_stack_revision()}"
     assert version_py == f'__version__ = "{result.version}"\n'
     assert result.files == len([m for m in members if not m.isdir()])
     generated = {m.name.removeprefix(f"{root}/"): m.mode for m in members
                  if m.name.endswith(("/PKG-INFO", "/_version.py", "/stack.json"))}
     assert generated == {"PKG-INFO": 0o644, "hiraishin_llama/_version.py": 0o644, "hiraishin_llama/stack.json": 0o644}
     assert stack["upstream"]["commit"] == wheel_project.upstream.commit
+    assert stack["upstream"]["build_number"] == 2
     assert [p["subject"] for p in stack["patches"]] == ["mmvq: batch-invariant block 20", "common: declare the switch"]
 
 
@@ -76,35 +78,39 @@ def real_stack_revision() -> int:
     return tomllib.loads((REPO / "wheels" / "pyproject.toml").read_text())["tool"]["hiraishin"]["stack-revision"]
 
 
-def test_version_comes_from_the_pin_and_the_stack_revision(wheel_project: StackProject) -> None:
+def test_version_is_the_pinned_commits_commit_count_and_the_stack_revision(wheel_project: StackProject) -> None:
     from hiraishin_build.pin import UpstreamPin
 
-    project = wheel_project.project
+    project, upstream = wheel_project.project, wheel_project.upstream
+    store = wheel_project.cache.store()
     revision = real_stack_revision()
-    pin = UpstreamPin("u", "feature-turboquant-kv-cache-b9079-69d8e4b", "a" * 40)
-    assert upstream_build_number(pin) == 9079
     assert stack_revision(project) == revision
-    assert wheel_version(project, pin) == f"9079.{revision}"
-    assert upstream_build_number(UpstreamPin("u", "b101", "a" * 40)) == 101
-    assert upstream_build_number(UpstreamPin("u", "release-b7-x", "a" * 40)) == 7
-    with pytest.raises(ConfigError, match="no upstream build number") as info:
-        upstream_build_number(UpstreamPin("u", "main", "a" * 40, source=Path("recipes/upstream.toml")))
-    assert info.value.message == "recipes/upstream.toml: the ref 'main' carries no upstream build number (like b9079)"
-    for ref in ("ab9079", "b9079x", "b-9079"):
-        with pytest.raises(ConfigError):
-            upstream_build_number(UpstreamPin("u", ref, "a" * 40))
+    # As llama.cpp counts its build number: `git rev-list --count`, whatever the tag is called.
+    assert upstream_build_number(store, project.pin()) == 2 == int(sh_git(upstream.path, "rev-list", "--count", "b101"))
+    assert wheel_version(project, project.pin(), store) == f"2.{revision}"
+    named_otherwise = UpstreamPin("u", "b10018-1.2.0", upstream.base)
+    assert upstream_build_number(store, named_otherwise) == 1
+    assert upstream_build_number(store, UpstreamPin("u", "main", upstream.commit)) == 2
+
+
+def test_a_pinned_commit_missing_from_the_cache_has_no_build_number(wheel_project: StackProject) -> None:
+    from hiraishin_build.pin import UpstreamPin
+
+    pin = UpstreamPin("u", "b9079", "a" * 40, source=Path("recipes/upstream.toml"))
+    with pytest.raises(ConfigError) as info:
+        upstream_build_number(wheel_project.cache.store(), pin)
+    assert info.value.message == ("recipes/upstream.toml: the pinned commit aaaaaaaaaaaa (b9079) is not in the "
+                                  "upstream cache")
+    assert info.value.hint.startswith("hiraishin upstream fetch")
 
 
 @pytest.mark.parametrize("value", [0, 6, 17])
 def test_stack_revision_is_the_one_in_the_wheel_project(tmp_path: Path, value: int) -> None:
-    from hiraishin_build.pin import UpstreamPin
     from hiraishin_build.project import Project
 
     (tmp_path / "wheels").mkdir()
     (tmp_path / "wheels" / "pyproject.toml").write_text(f"[tool.hiraishin]\nstack-revision = {value}\n")
-    project = Project(tmp_path)
-    assert stack_revision(project) == value
-    assert wheel_version(project, UpstreamPin("u", "x-b9079-y", "a" * 40)) == f"9079.{value}"
+    assert stack_revision(Project(tmp_path)) == value
 
 
 @pytest.mark.parametrize("table", ["", "[tool.hiraishin]\n", "[tool.hiraishin]\nstack-revision = -1\n",
@@ -213,24 +219,25 @@ def test_the_stack_info_in_full(tmp_path: Path) -> None:
     project = Project(tmp_path)
     pin = UpstreamPin("https://example.invalid/llama.git", "b101", "a" * 40)
     names = [line for line in (tmp_path / "patches" / "series").read_text().splitlines() if line.strip()]
-    text = _stack_info(project, pin, "c" * 40, "101.7").decode()
+    text = _stack_info(project, pin, "c" * 40, "101.7", 101).decode()
     info = json.loads(text)
     assert list(info) == ["exact_backends", "patched_commit", "patches", "upstream", "version"]  # sorted keys
     assert text.endswith("}\n") and text.splitlines()[1] == '  "exact_backends": ['
     assert info["exact_backends"] == ["cpu", "cuda"]
-    assert info["upstream"] == {"url": "https://example.invalid/llama.git", "ref": "b101", "commit": "a" * 40}
+    assert info["upstream"] == {"url": "https://example.invalid/llama.git", "ref": "b101", "commit": "a" * 40,
+                               "build_number": 101}
     assert (info["patched_commit"], info["version"]) == ("c" * 40, "101.7")
     assert [p["name"] for p in info["patches"]] == names
     first = tmp_path / "patches" / names[0]
     subject = next(line for line in first.read_text().splitlines() if line.startswith("Subject: "))
     assert info["patches"][0] == {"name": names[0], "subject": subject.removeprefix("Subject: "),
                                   "sha256": hashlib.sha256(first.read_bytes()).hexdigest()}
-    omitted = json.loads(_stack_info(project, pin, "c" * 40, "101.7", frozenset(names[:2][::-1])))
+    omitted = json.loads(_stack_info(project, pin, "c" * 40, "101.7", 101, frozenset(names[:2][::-1])))
     assert omitted["omitted_patches"] == sorted(names[:2])
     assert [p["name"] for p in omitted["patches"]] == names[2:]
     # Without exact backends in the wheel project, none are claimed.
     (tmp_path / "wheels" / "pyproject.toml").write_text("[tool.hiraishin]\nstack-revision = 1\n")
-    assert json.loads(_stack_info(project, pin, "c" * 40, "101.7"))["exact_backends"] == []
+    assert json.loads(_stack_info(project, pin, "c" * 40, "101.7", 101))["exact_backends"] == []
 
 
 def test_the_wheel_project_is_what_git_tracks_as_it_is_on_disk(tmp_path: Path) -> None:
@@ -267,13 +274,9 @@ def test_the_wheel_project_is_what_git_tracks_as_it_is_on_disk(tmp_path: Path) -
     assert info.value.hint == "the wheel project must be committed"
 
 
-def test_build_number_and_stack_revision_hints_in_full(tmp_path: Path) -> None:
-    from hiraishin_build.pin import UpstreamPin
+def test_stack_revision_hint_in_full(tmp_path: Path) -> None:
     from hiraishin_build.project import Project
 
-    with pytest.raises(ConfigError) as info:
-        upstream_build_number(UpstreamPin("u", "main", "a" * 40))
-    assert info.value.hint == "pin a release tag of the form ...-b<number>-<hash>; the wheel version is built from it"
     (tmp_path / "wheels").mkdir()
     (tmp_path / "wheels" / "pyproject.toml").write_text("[tool.hiraishin]\nstack-revision = true\n")
     with pytest.raises(ConfigError) as info:

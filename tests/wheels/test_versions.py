@@ -39,13 +39,16 @@ def test_version_names_the_patched_commit_and_labels_the_file_hashes(built: None
     assert "patch:    file sha256 ffffffffffff  ggml-cuda: the switch" in out
 
 
-def configure_replay(tmp_path: Path, recipe: str | None) -> dict:
-    """Configure the replay tool as the wheel project does, with a stand-in llama target; its compile command."""
+def configure_replay(tmp_path: Path, recipe: str | None) -> tuple[dict, str]:
+    """Configure the replay tool as the wheel project does, with a stand-in llama target; its compile command
+    and what CMake printed."""
     if shutil.which("cmake") is None or shutil.which("c++") is None:
         pytest.skip("cmake and a C++ compiler are needed to configure the replay tool")
     stack = tmp_path / "stack.json"
-    stack.write_text(json.dumps({"version": "9079.6", "patched_commit": PATCHED,
-                                 "upstream": {"ref": "feature-turboquant-kv-cache-b9079-69d8e4b"}}))
+    # A fork's release name whose number is not the build number: the commit count
+    # `hiraishin sdist` records is what llama.cpp's --version must show.
+    stack.write_text(json.dumps({"version": "10400.6", "patched_commit": PATCHED,
+                                 "upstream": {"ref": "b10018-1.2.0", "build_number": 10400}}))
     project = tmp_path / "project"
     project.mkdir()
     (project / "CMakeLists.txt").write_text(f"""cmake_minimum_required(VERSION 3.21)
@@ -54,6 +57,7 @@ add_library(llama INTERFACE)
 list(APPEND CMAKE_MODULE_PATH "{REPO / 'wheels' / 'cmake'}")
 include(HiraishinVersion)
 hiraishin_read_stack("{stack}" "{recipe or ''}")
+message(STATUS "LLAMA_BUILD_NUMBER=${{LLAMA_BUILD_NUMBER}}")
 add_subdirectory("{REPO / 'wheels' / 'src' / 'replay'}" replay)
 """)
     build = tmp_path / "build"
@@ -61,23 +65,29 @@ add_subdirectory("{REPO / 'wheels' / 'src' / 'replay'}" replay)
                                capture_output=True, text=True)
     assert completed.returncode == 0, completed.stdout + completed.stderr
     commands = json.loads((build / "compile_commands.json").read_text())
-    return next(c for c in commands if c["file"].endswith("hiraishin_replay.cpp"))
+    return next(c for c in commands if c["file"].endswith("hiraishin_replay.cpp")), completed.stdout
 
 
 def test_the_replay_tool_is_compiled_with_the_wheels_version_and_commit(tmp_path: Path) -> None:
     from hiraishin_build.recipe import find_recipe
     from hiraishin_build.repair import local_version
 
-    command = configure_replay(tmp_path, "cu13-sm90")["command"]
+    compiled, _ = configure_replay(tmp_path, "cu13-sm90")
+    command = compiled["command"]
     # The version the repaired wheel gets, from the same public version and recipe.
-    wheel_version = local_version("9079.6", find_recipe(REPO / "recipes", "cu13-sm90").variant)
-    assert wheel_version == "9079.6+cu13.sm90"
+    wheel_version = local_version("10400.6", find_recipe(REPO / "recipes", "cu13-sm90").variant)
+    assert wheel_version == "10400.6+cu13.sm90"
     assert f'-DHIRAISHIN_VERSION=\\"{wheel_version}\\"' in command
     assert f'-DHIRAISHIN_PATCHED_COMMIT=\\"{PATCHED}\\"' in command
 
 
 def test_a_build_without_a_recipe_carries_the_public_version(tmp_path: Path) -> None:
-    assert '-DHIRAISHIN_VERSION=\\"9079.6\\"' in configure_replay(tmp_path, None)["command"]
+    assert '-DHIRAISHIN_VERSION=\\"10400.6\\"' in configure_replay(tmp_path, None)[0]["command"]
+
+
+def test_llama_build_number_is_the_recorded_commit_count_not_the_tags_number(tmp_path: Path) -> None:
+    _, printed = configure_replay(tmp_path, None)
+    assert "LLAMA_BUILD_NUMBER=10400" in printed
 
 
 def test_the_replay_source_holds_no_version_of_its_own() -> None:

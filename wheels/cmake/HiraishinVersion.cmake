@@ -2,7 +2,8 @@
 #
 # hiraishin_read_stack(<stack.json> <recipe>) reads the stack description that
 # `hiraishin sdist` writes (the sdist has no .git) and sets, in the caller's scope:
-#   LLAMA_BUILD_NUMBER        upstream build number (b9079 -> 9079), for llama.cpp's own --version
+#   LLAMA_BUILD_NUMBER        upstream build number (the pinned commit's commit count, as llama.cpp
+#                             counts it; not read from the tag's name), for llama.cpp's own --version
 #   LLAMA_BUILD_COMMIT        the patched commit, abbreviated as llama.cpp shows it
 #   HIRAISHIN_PATCHED_COMMIT  the patched commit in full
 #   HIRAISHIN_WHEEL_VERSION   the version the repaired wheel carries: the public
@@ -14,11 +15,10 @@ function(hiraishin_read_stack stack_json recipe)
         return()
     endif()
     file(READ "${stack_json}" _stack)
-    string(JSON _upstream_ref GET "${_stack}" upstream ref)
+    string(JSON _build_number GET "${_stack}" upstream build_number)
     string(JSON _patched_commit GET "${_stack}" patched_commit)
     string(JSON _version GET "${_stack}" version)
-    string(REGEX MATCH "b([0-9]+)" _ "${_upstream_ref}")
-    set(LLAMA_BUILD_NUMBER "${CMAKE_MATCH_1}" PARENT_SCOPE)
+    set(LLAMA_BUILD_NUMBER "${_build_number}" PARENT_SCOPE)
     string(SUBSTRING "${_patched_commit}" 0 8 _short)
     set(LLAMA_BUILD_COMMIT "${_short}" PARENT_SCOPE)
     set(HIRAISHIN_PATCHED_COMMIT "${_patched_commit}" PARENT_SCOPE)
