@@ -6,7 +6,8 @@
 #
 #   gpu_session.sh build SDIST     # starts the build (wheel + op tests), waits up to ~9 min
 #   gpu_session.sh wait            # waits for a build still running
-#   gpu_session.sh optests         # test-backend-ops and test-batch-invariance on CUDA0
+#   gpu_session.sh optests [bi]    # test-backend-ops and test-batch-invariance on CUDA0 (bi: the batch-invariance cases only)
+#   gpu_session.sh replay-spec     # hiraishin-replay spec: self-draft and a 1-layer draft, switch on; switch-off control
 #   gpu_session.sh install         # PEP 503 index, fresh venv, pip install [cu13], --version
 #   gpu_session.sh smoke [ARGS]    # hiraishin-llama-smoke in that venv
 #   gpu_session.sh spec            # llama-speculative-simple vs llama-server greedy
@@ -65,13 +66,16 @@ optests)
             timeout 200 env "$@" > "$OUT/$name.txt" 2>&1; local rc=$?
             echo "rc=$rc in $(( $(date +%s) - t ))s: $(grep -E 'tests passed|backends passed' "$OUT/$name.txt" | tr '\n' ' ')"
             grep -c 'FAIL' "$OUT/$name.txt"; }
-    run tbo-bi-on   GGML_BATCH_INVARIANT=1 ./test-backend-ops -b CUDA0 -o MUL_MAT_BATCH_INVARIANCE,FLASH_ATTN_EXT_BATCH_INVARIANCE
-    run tbo-bi-off  GGML_BATCH_INVARIANT=0 ./test-backend-ops -b CUDA0 -o MUL_MAT_BATCH_INVARIANCE,FLASH_ATTN_EXT_BATCH_INVARIANCE
+    bi_ops=MUL_MAT_BATCH_INVARIANCE,FLASH_ATTN_EXT_BATCH_INVARIANCE,FFN_BATCH_INVARIANCE
+    run tbo-bi-on   GGML_BATCH_INVARIANT=1 ./test-backend-ops -b CUDA0 -o $bi_ops
+    run tbo-bi-off  GGML_BATCH_INVARIANT=0 ./test-backend-ops -b CUDA0 -o $bi_ops
+    run tbi-on      ./test-batch-invariance
+    run tbi-negative ./test-batch-invariance --negative
+    # `optests bi`: the batch-invariance cases only (about a minute); without it, upstream's suites too.
+    [ "${2:-}" = bi ] && exit 0
     run tbo-fa-on   GGML_BATCH_INVARIANT=1 ./test-backend-ops -b CUDA0 -o FLASH_ATTN_EXT
     run tbo-fa-stock                       ./test-backend-ops -b CUDA0 -o FLASH_ATTN_EXT -p type_KV=turbo
     run tbo-mm-on   GGML_BATCH_INVARIANT=1 ./test-backend-ops -b CUDA0 -o MUL_MAT
-    run tbi-on      ./test-batch-invariance
-    run tbi-negative ./test-batch-invariance --negative
     ;;
 install)
     hiraishin index "$WHEEL_DIR" --out /tmp/site 2>&1 | tee "$OUT/index.txt"
@@ -111,6 +115,28 @@ spec)
         --n-predict 600 --prompts 4 --json "$OUT/spec-simple-on.json" 2>&1 | tail -12
     GGML_BATCH_INVARIANT=0 python3 benchmarks/device/spec_vs_greedy.py --model "$target" --draft "$target" \
         --n-predict 600 --prompts 4 --expect differ --json "$OUT/spec-simple-off.json" 2>&1 | tail -6
+    ;;
+replay-spec)
+    # hiraishin-replay spec: greedy speculative decoding against plain greedy decoding, token for
+    # token, with the target as its own draft and with a 1-layer draft; then the switch-off control.
+    models=~/.cache/hiraishin-llama/models
+    target=$models/qwen3-8b-4l-seed1-Q4_K_M.gguf
+    draft=$models/draft-qwen3-8b-1l-seed7-Q4_K_M.gguf
+    [ -f "$target" ] || "$VENV/bin/python" -m hiraishin_llama.synthetic --preset qwen3-8b --n-layer 4 --seed 1 \
+        --quant Q4_K_M --out "$target" > /dev/null || exit 1
+    [ -f "$draft" ] || "$VENV/bin/python" -m hiraishin_llama.synthetic --preset qwen3-8b --n-layer 1 --seed 7 \
+        --quant Q4_K_M --out "$draft" > /dev/null || exit 1
+    rc=0
+    for setting in "on|self|$target" "on|draft1l|$draft" "off|self|$target"; do
+        IFS='|' read -r switch name draft_model <<< "$setting"
+        expect=identical; [ "$switch" = off ] && expect=differ
+        t=$(date +%s)
+        env GGML_BATCH_INVARIANT=$([ "$switch" = on ] && echo 1 || echo 0) timeout 150 "$VENV/bin/hiraishin-replay" spec \
+            --model "$target" --draft-model "$draft_model" --prompts "${SPEC_PROMPTS:-8}" --n-gen 600 --expect "$expect" \
+            --json "$OUT/spec-$switch-$name.json" > "$OUT/spec-$switch-$name.log" 2>&1 || rc=1
+        echo "== spec switch $switch, draft $name (expect $expect) in $(( $(date +%s) - t ))s"; tail -3 "$OUT/spec-$switch-$name.log"
+    done
+    exit $rc
     ;;
 partial)
     # The issue's command: a model split between GPU and CPU, every b, all 16 threads of this host,
@@ -225,5 +251,5 @@ fault|unfault)
     fi
     ;;
 *)
-    echo "usage: $0 build SDIST | wait | optests | install | smoke [ARGS] | spec | fault NAME | unfault NAME | partial TAG | model-part DIR | server | ptx ARCH | multigpu" >&2; exit 2 ;;
+    echo "usage: $0 build SDIST | wait | optests | install | smoke [ARGS] | spec | replay-spec | fault NAME | unfault NAME | partial TAG | model-part DIR | server | ptx ARCH | multigpu" >&2; exit 2 ;;
 esac
