@@ -122,6 +122,7 @@ replay-spec)
     models=~/.cache/hiraishin-llama/models
     target=$models/qwen3-8b-4l-seed1-Q4_K_M.gguf
     draft=$models/draft-qwen3-8b-1l-seed7-Q4_K_M.gguf
+    export PATH=$VENV/bin:$PATH  # the synthetic models are quantized by the wheel's llama-quantize
     [ -f "$target" ] || "$VENV/bin/python" -m hiraishin_llama.synthetic --preset qwen3-8b --n-layer 4 --seed 1 \
         --quant Q4_K_M --out "$target" > /dev/null || exit 1
     [ -f "$draft" ] || "$VENV/bin/python" -m hiraishin_llama.synthetic --preset qwen3-8b --n-layer 1 --seed 7 \
