@@ -5,8 +5,8 @@
   and the time limits (timeouts.py).
 - ``docs/cost.md``: what exactness costs, from the latest
   ``hiraishin-llama-bench`` results recorded in ``benchmarks/results/`` (the
-  highest stack revision, then the latest recorded), each number next to the
-  file and the stack revision it comes from.
+  newest version measured: upstream build, then stack revision, as pip orders
+  them), each number next to the file and the stack revision it comes from.
 
 ``hiraishin docs`` writes them; ``hiraishin docs --check`` (run by ci/lint.sh)
 fails while a page differs from what would be written. The click command tree
@@ -147,6 +147,13 @@ class BenchRecord:
     reports: dict[str, dict]
     revision: int
     recorded: str
+    build: int = 0
+    """The upstream build number the reports' versions start with (10400 in 10400.13+cu13.sm90)."""
+
+    @property
+    def measured(self) -> tuple[int, int]:
+        """What makes a record newer: its version's order (upstream build, then stack revision)."""
+        return (self.build, self.revision)
 
     @property
     def name(self) -> str:
@@ -160,6 +167,12 @@ class BenchRecord:
 def _revision_of(version: str) -> int | None:
     """``10354.7+cu13.sm90`` -> 7: the stack revision is the second part of the version."""
     found = re.match(r"^\d+\.(\d+)", version or "")
+    return int(found.group(1)) if found else None
+
+
+def _build_of(version: str) -> int | None:
+    """``10400.13+cu13.sm90`` -> 10400: the upstream build is the first part of the version."""
+    found = re.match(r"^(\d+)\.\d+", version or "")
     return int(found.group(1)) if found else None
 
 
@@ -181,18 +194,20 @@ def bench_records(results_dir: Path) -> list[BenchRecord]:
         stated = record.get("stack_revision")
         revisions = [_revision_of(report.get("version", "")) for report in reports.values()]
         revision = int(stated) if stated is not None else max((r for r in revisions if r is not None), default=0)
-        found.append(BenchRecord(path, record, reports, revision, str(record.get("recorded", ""))))
+        build = max((b for b in (_build_of(report.get("version", "")) for report in reports.values()) if b is not None),
+                    default=0)
+        found.append(BenchRecord(path, record, reports, revision, str(record.get("recorded", "")), build))
     return found
 
 
 def latest_bench_records(results_dir: Path) -> list[BenchRecord]:
-    """The records of the highest stack revision measured, oldest first."""
+    """The records of the newest version measured (upstream build, then stack revision), oldest first."""
     records = bench_records(results_dir)
     if not records:
         raise ConfigError(f"no {BENCH_TOOL} results in {results_dir}",
                           hint="record one with benchmarks/record.py (see docs/cost.md)")
-    latest = max(record.revision for record in records)
-    return sorted((r for r in records if r.revision == latest), key=lambda r: (r.recorded, r.name))
+    latest = max(record.measured for record in records)
+    return sorted((r for r in records if r.measured == latest), key=lambda r: (r.recorded, r.name))
 
 
 def _comparisons(results_dir: Path) -> dict[str, tuple[Path, dict]]:
@@ -374,17 +389,18 @@ def cost_page(project_root: Path) -> str:
     results_dir = project_root / RESULTS_DIR
     records = latest_bench_records(results_dir)
     comparisons = _comparisons(results_dir)
-    revision = records[0].revision
+    revision, build = records[0].revision, records[0].build
     lines = [
         "# What exactness costs",
         "",
-        _banner(f"the latest `{BENCH_TOOL}` results in `benchmarks/results/` (stack revision {revision}) "
+        _banner(f"the latest `{BENCH_TOOL}` results in `benchmarks/results/` (stack revision {revision}, "
+                f"upstream build {build}) "
                 f"by `hiraishin_build/docgen.py`").rstrip(),
         "",
         "Batch-invariant mode computes a verify batch of b tokens the way b one-token passes would be computed, "
         "so it gives up the kernels stock llama.cpp picks for larger batches. This page says what that costs, "
-        f"from the measurements of the current stack revision ({revision}); results of older revisions are in "
-        "[archive.md](archive.md).",
+        f"from the measurements of the current version (stack revision {revision} on upstream build {build}); "
+        "results of older revisions and bases are in [archive.md](archive.md).",
         "",
         "Measure it on your own GPU with the installed wheel:",
         "",
@@ -429,7 +445,7 @@ def cost_page(project_root: Path) -> str:
               "against stock's 13.6 us, two columns Q6_K 4096x4096 9.5 against 10.3). One token of Q4_K_M or Q6_K "
               "is now faster exact than stock. What still costs: Q6_K at 3 tokens, where the tensor-core kernel "
               "is about as fast as stock (4096x4096: 12.6 against 11.7 us; the pass 1.003x); and Q5_K and Q8_0, "
-              "which keep the one-column kernel's order (the Q8_0 model: up to 1.37x at 16 tokens). "
+              "which keep the one-column kernel's order (the Q8_0 model: up to 1.40x at 16 tokens). "
               "Profiles of revisions 5 and 6: [archive.md](archive.md#what-exactness-cost-revisions-5-and-6).",
               ""]
     return "\n".join(lines).rstrip() + "\n"

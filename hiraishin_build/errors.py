@@ -162,6 +162,10 @@ class IndexBuildError(HiraishinError):
     exit_code = 13
 
 
+class VersionNotNewer(ConfigError):
+    """An sdist's version would not sort above a release whose upstream commit the pin descends from."""
+
+
 class MatrixError(ConfigError):
     """The CI matrix cannot be derived from recipes/ and ci/matrix.toml (a missing or malformed CI setting)."""
 

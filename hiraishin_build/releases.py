@@ -16,14 +16,10 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from . import git, tomlfile
-from .errors import ConfigError
+from .errors import ConfigError, VersionNotNewer
 from .pin import UpstreamPin, validate_commit
 
 RELEASES_FILE = Path("recipes") / "releases.toml"
-
-
-class VersionNotNewer(ConfigError):
-    """An sdist's version does not sort above a release whose upstream commit the pin descends from."""
 
 
 @dataclass(frozen=True)
@@ -77,10 +73,10 @@ def require_newer(version: str, pin: UpstreamPin, releases: Sequence[Release], s
         same_base = release.upstream_commit == pin.commit
         if candidate > release.version or (same_base and candidate == release.version):
             continue
-        relation = "the pinned commit itself" if same_base else "an ancestor of the pinned commit"
+        where = (f"{release.upstream_commit[:12]} ({pin.ref}), the pinned commit itself" if same_base else
+                 f"{release.upstream_commit[:12]}, an ancestor of the pinned commit {pin.short} ({pin.ref})")
         raise VersionNotNewer(
-            f"version {version} does not sort above {release.version}, released on upstream "
-            f"{release.upstream_commit[:12]}, {relation} {pin.short} ({pin.ref}): "
+            f"version {version} does not sort above {release.version}, released on upstream {where}: "
             f"pip install -U would never move a user of {release.version} to it",
             hint=("raise [tool.hiraishin] stack-revision in wheels/pyproject.toml" if same_base else
                   "the first part of the version is the upstream's commit count and grows with every descendant; "

@@ -20,8 +20,8 @@ from hiraishin_build.report import ChangeKind, PatchStatus
 from hiraishin_build.stack import apply_stack
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# A later release of the pin's repository on which the whole stack applies.
-NEWER = "b10018-1.2.0"
+# The previous pin (b10354, 46 commits before b10018-1.2.0), on which the whole stack applies.
+PREVIOUS = "feature-turboquant-kv-cache-b10354-066cc29"
 # An older release: it predates ggml_cuda_should_use_mmvq, the server's per-slot
 # drafting, the new test-backend-ops cases and the draft context's output limit,
 # so four patches conflict there, and the tensor-core mat-vec patch with them (its
@@ -37,7 +37,7 @@ CONFLICTING_ON_OLDER = [
     "ggml-cuda-batch-invariant-q4-k-and-q6-k-mat-vec-in-superbloc.patch",
     "ggml-cuda-batch-invariant-q4-k-and-q6-k-one-column-products.patch",
 ]
-REQUIRED_REFS = (NEWER, OLDER)
+REQUIRED_REFS = (PREVIOUS, OLDER)
 
 pytestmark = pytest.mark.integration
 
@@ -50,11 +50,11 @@ def project(tmp_path: Path) -> Project:
     return project
 
 
-def test_dry_run_onto_a_newer_tag(real_cache: UpstreamCache) -> None:
+def test_dry_run_onto_the_previous_pin(real_cache: UpstreamCache) -> None:
     started = time.monotonic()
-    report = rebase.dry_run(Project(REPO_ROOT), real_cache, NEWER)
+    report = rebase.dry_run(Project(REPO_ROOT), real_cache, PREVIOUS)
     elapsed = time.monotonic() - started
-    assert report.relation == "newer" and report.stopped_at is None
+    assert report.relation == "older" and report.stopped_at is None
     assert all(o.status in (PatchStatus.CLEAN, PatchStatus.OFFSET) for o in report.outcomes)
     assert all(o.change is not None and o.change.kind in (ChangeKind.IDENTICAL, ChangeKind.CONTEXT)
                for o in report.outcomes)
@@ -76,8 +76,8 @@ def test_rebase_there_and_back_is_byte_identical(real_cache: UpstreamCache, proj
     before = {p.name: p.read_bytes() for p in project.patches_dir.iterdir()}
     pin_before = project.pin_file.read_bytes()
     apply_stack(project, real_cache, project.default_workdir)
-    there = rebase.start(project, real_cache, NEWER, project.default_workdir)
-    assert there.state == "finished" and project.pin().ref == NEWER
+    there = rebase.start(project, real_cache, PREVIOUS, project.default_workdir)
+    assert there.state == "finished" and project.pin().ref == PREVIOUS
     back = rebase.start(project, real_cache, Project(REPO_ROOT).pin().ref, project.default_workdir)
     assert back.state == "finished"
     assert {p.name: p.read_bytes() for p in project.patches_dir.iterdir()} == before

@@ -7,6 +7,7 @@ network to fetch llama.cpp.
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from pathlib import Path
@@ -47,3 +48,24 @@ def test_apply_and_export_leave_the_stack_unchanged(real_cache: UpstreamCache, t
     exported = export_stack(project, workdir)
     assert not exported.changed
     assert {p.name: p.read_bytes() for p in project.patches_dir.iterdir()} == before
+
+
+def test_the_real_pins_version_counts_commits_and_sorts_above_the_last_release(real_cache: UpstreamCache) -> None:
+    """b10018-1.2.0 is a fork's release name; its commit is 10400 commits deep. Read from the name
+    the version would be 10018.x, below the released 10354.13, and the check must refuse it."""
+    from hiraishin_build.errors import VersionNotNewer
+    from hiraishin_build.releases import RELEASES_FILE, load_releases, require_newer
+    from hiraishin_build.sdist import stack_revision, upstream_build_number
+
+    project = Project(REPO_ROOT)
+    pin, store = project.pin(), real_cache.store()
+    releases = load_releases(REPO_ROOT / RELEASES_FILE)
+    build = upstream_build_number(store, pin)
+    if pin.ref == "b10018-1.2.0":
+        assert build == 10400
+    version = f"{build}.{stack_revision(project)}"
+    require_newer(version, pin, releases, store)
+    named = re.search(r"b(\d+)", pin.ref)
+    if named and int(named.group(1)) < build:
+        with pytest.raises(VersionNotNewer):
+            require_newer(f"{named.group(1)}.{stack_revision(project)}", pin, releases, store)

@@ -10,7 +10,8 @@ import pytest
 from packaging.version import Version
 
 from hiraishin_build.errors import ConfigError
-from hiraishin_build.releases import RELEASES_FILE, Release, VersionNotNewer, load_releases, require_newer
+from hiraishin_build.errors import VersionNotNewer
+from hiraishin_build.releases import RELEASES_FILE, Release, load_releases, require_newer
 from hiraishin_build.sdist import build_sdist
 
 from ..conftest import StackProject, sh_git
