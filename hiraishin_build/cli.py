@@ -19,7 +19,7 @@ from rich.markup import escape
 from . import __version__, log
 from . import rebase as rebasing, report, tags
 from .cache import UpstreamCache
-from .errors import HiraishinError, PinMismatchError, UpstreamError
+from .errors import HiraishinError, PathError, PinMismatchError, UpstreamError
 from .project import Project
 from .recipe import find_recipe, load_recipes
 from .sdist import build_sdist
@@ -633,10 +633,22 @@ def main() -> None:
     except HiraishinError as exc:
         if "--debug" in sys.argv[1:]:
             raise
-        # The message is text, not markup: "[checkout]" in a hint must print as written.
-        log.console.print(f"[bold red]error:[/bold red] {escape(str(exc))}", markup=True, highlight=False,
-                          soft_wrap=True)
-        sys.exit(exc.exit_code)
+        _report(exc)
+    except OSError as exc:
+        # The last line of defence: commands check their paths before they work (fsutil), but a file
+        # system can still refuse later (full, gone read-only). Say which path, never a traceback.
+        if "--debug" in sys.argv[1:]:
+            raise
+        where = f" {exc.filename}" if exc.filename else ""
+        _report(PathError(f"cannot use{where}: {exc.strerror or exc}",
+                          hint="check that the path exists, is writable and has space; --debug shows where it failed"))
+
+
+def _report(exc: HiraishinError) -> None:
+    # The message is text, not markup: "[checkout]" in a hint must print as written.
+    log.console.print(f"[bold red]error:[/bold red] {escape(str(exc))}", markup=True, highlight=False,
+                      soft_wrap=True)
+    sys.exit(exc.exit_code)
 
 
 if __name__ == "__main__":

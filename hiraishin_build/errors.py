@@ -162,6 +162,12 @@ class IndexBuildError(HiraishinError):
     exit_code = 13
 
 
+class PathError(HiraishinError):
+    """A path given (an option, an environment variable) cannot be used: not writable, not a directory, absent."""
+
+    exit_code = 15
+
+
 class VersionNotNewer(ConfigError):
     """An sdist's version would not sort above a release whose upstream commit the pin descends from."""
 

@@ -9,6 +9,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from .errors import PathError
+
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -58,3 +60,27 @@ def staged_directory(target: Path) -> Iterator[Path]:
     os.rename(staging, target)
     if retired is not None:
         shutil.rmtree(retired, ignore_errors=True)
+
+
+def writable_directory(path: Path, *, what: str, given_as: str) -> Path:
+    """``path`` as a directory this process can write into, made if absent; checked before any work,
+    so a bad output path fails at once instead of after a build. ``what`` names the directory for the
+    message ("the sdist's output directory"), ``given_as`` the option or variable that set it."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(prefix=".hiraishin-write-check-", dir=path)
+        probe.close()
+    except OSError as exc:
+        raise PathError(
+            f"{what} {path} cannot be written: {exc.strerror or exc}",
+            hint=f"give {given_as} a directory you can write to",
+        ) from None
+    return path
+
+
+def writable_file(path: Path, *, what: str, given_as: str) -> Path:
+    """``path`` as a file this process can create or replace (its directory is checked as above)."""
+    if path.is_dir():
+        raise PathError(f"{what} {path} is a directory", hint=f"give {given_as} a file name")
+    writable_directory(path.parent, what=f"the directory of {what}", given_as=given_as)
+    return path
