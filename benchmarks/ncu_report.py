@@ -41,7 +41,7 @@ METRICS = {
     ("Occupancy", "Achieved Occupancy"): "achieved_occupancy_pct",
     ("Occupancy", "Block Limit Registers"): "block_limit_registers",
 }
-# What a kernel under development is read for besides (wip_report.py): issue rate, work, cache hits, spills.
+# What a kernel under development is read for besides (kernel_session_report.py): issue rate, work, cache hits, spills.
 DETAIL_METRICS = {
     **METRICS,
     ("GPU Speed Of Light Throughput", "SM Frequency"): "sm_frequency_hz",

@@ -13,8 +13,8 @@ group "ruff"
 ruff check --no-cache --select F,E4,E7,E9 hiraishin_build tests benchmarks wheels
 endgroup
 
-group "shellcheck ci/*.sh .ci/run"
-shellcheck -x ci/*.sh .ci/run
+group "shellcheck ci/*.sh .ci/run benchmarks/device/*.sh"
+shellcheck -x ci/*.sh .ci/run benchmarks/device/*.sh
 endgroup
 
 group "workflows"

@@ -426,7 +426,7 @@ def cost_page(project_root: Path) -> str:
               "each of 16 slots per Q4_K block a float sum of its own, so revisions 10 and 11, whose tensor-core "
               "kernels kept that order, still ran 7 float instructions per slot, row and column for every 16 "
               "weights, and passes of 9-16 tokens stayed 1.14-1.39x stock's. Hiding the memory waits did not help "
-              "([variants](../benchmarks/variants/README.md), "
+              "([archive.md](archive.md#kernel-experiments-stack-revisions-11-to-13), "
               "`benchmarks/results/wip-rev11-cp-async-split-tiles-h200.json`): the float part was the bound.",
               "",
               "Revision 12 changes the order itself for Q4_K and Q6_K, one token included: each output adds whole "

@@ -1,5 +1,6 @@
 # Shared by the GPU scripts: the tool's dependencies from .whl/ (there is no
 # package index on the GPU machine) and waiting for a background wheel build.
+# shellcheck shell=bash
 
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/hiraishin-site \
     .whl/pygit2-*.whl .whl/cffi-*.whl .whl/pycparser-*.whl .whl/platformdirs-*.whl \

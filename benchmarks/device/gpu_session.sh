@@ -29,6 +29,7 @@ REPO=$PWD
 RECIPE=cu13-sm90
 BUILD=$REPO/build/$RECIPE
 VENV=/tmp/venv
+# shellcheck source=benchmarks/device/common.sh
 source "$(dirname "$0")/common.sh"
 SRC=$(cat /tmp/src.dir 2>/dev/null)
 WHEEL_DIR=/tmp/src/wheels/$RECIPE
@@ -62,7 +63,7 @@ wait)
 optests)
     cd "$BUILD/bin" || exit 1
     ls test-backend-ops test-batch-invariance libggml-cuda.so || exit 1
-    run() { local name=$1; shift; echo "== $name: $*"; local t=$(date +%s)
+    run() { local name=$1; shift; echo "== $name: $*"; local t; t=$(date +%s)
             timeout 200 env "$@" > "$OUT/$name.txt" 2>&1; local rc=$?
             echo "rc=$rc in $(( $(date +%s) - t ))s: $(grep -E 'tests passed|backends passed' "$OUT/$name.txt" | tr '\n' ' ')"
             grep -c 'FAIL' "$OUT/$name.txt"; }
@@ -93,8 +94,9 @@ print(json.dumps({"build_seconds": finished - started,
 PY
     cat "$OUT/wheel.json"
     # the largest members, for a wheel that outgrew its recipe's size budget (no unzip on this machine)
+    wheels=("$WHEEL_DIR"/*.whl)
     python3 -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [print(i.file_size, i.compress_size, i.filename) for i in sorted(z.infolist(), key=lambda i: -i.compress_size)[:12]]' \
-        "$(ls "$WHEEL_DIR"/*.whl | head -1)" | tee "$OUT/wheel-members.txt"
+        "${wheels[0]}" | tee "$OUT/wheel-members.txt"
     ;;
 smoke)
     shift
@@ -132,7 +134,7 @@ replay-spec)
         IFS='|' read -r switch name draft_model <<< "$setting"
         expect=identical; [ "$switch" = off ] && expect=differ
         t=$(date +%s)
-        env GGML_BATCH_INVARIANT=$([ "$switch" = on ] && echo 1 || echo 0) timeout 150 "$VENV/bin/hiraishin-replay" spec \
+        env "GGML_BATCH_INVARIANT=$([ "$switch" = on ] && echo 1 || echo 0)" timeout 150 "$VENV/bin/hiraishin-replay" spec \
             --model "$target" --draft-model "$draft_model" --prompts "${SPEC_PROMPTS:-8}" --n-gen 600 --expect "$expect" \
             --json "$OUT/spec-$switch-$name.json" > "$OUT/spec-$switch-$name.log" 2>&1 || rc=1
         echo "== spec switch $switch, draft $name (expect $expect) in $(( $(date +%s) - t ))s"; tail -3 "$OUT/spec-$switch-$name.log"
@@ -152,7 +154,7 @@ partial)
         name=${setting%%|*}; vars=${setting#*|}
         expect=identical; [ "$name" = off ] && expect=differ; [ "$tag" != stack ] && expect=none
         t=$(date +%s)
-        env -u GGML_BATCH_INVARIANT -u GGML_CUDA_BATCH_INVARIANT $vars "$VENV/bin/hiraishin-replay" replay \
+        env -u GGML_BATCH_INVARIANT -u GGML_CUDA_BATCH_INVARIANT ${vars:+"$vars"} "$VENV/bin/hiraishin-replay" replay \
             --model "$model" --ngl 2 --n-gen 100 --expect "$expect" --json "$OUT/partial-$tag-$name.json" \
             > "$OUT/partial-$tag-$name.log" 2>&1 || rc=1
         echo "== partial $tag $name (expect $expect) in $(( $(date +%s) - t ))s: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print({x["b"]: x["positions_differ"] for x in r["results"]})' "$OUT/partial-$tag-$name.json" 2>&1)"
@@ -172,7 +174,7 @@ server)
         2>&1 | tail -30
     rc=${PIPESTATUS[0]}
     echo "server_exact exit $rc in $(( $(date +%s) - t ))s"
-    exit $rc
+    exit "$rc"
     ;;
 ptx)
     # An older architecture's code on this GPU: the recipe's device code replaced by its PTX alone (on
@@ -217,7 +219,7 @@ multigpu)
         name=${setting%%|*}; vars=${setting#*|}
         expect=identical; [ "$name" = off ] && expect=differ
         t=$(date +%s)
-        env $vars "$VENV/bin/hiraishin-replay" replay --model "$model" --n-gen 100 --expect "$expect" --verbose \
+        env ${vars:+"$vars"} "$VENV/bin/hiraishin-replay" replay --model "$model" --n-gen 100 --expect "$expect" --verbose \
             --json "$OUT/multigpu-36l-$name.json" > "$OUT/multigpu-36l-$name.log" 2>&1 || rc=1
         echo "== 36 layers, switch $name (expect $expect) in $(( $(date +%s) - t ))s: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print({x["b"]: x["positions_differ"] for x in r["results"]})' "$OUT/multigpu-36l-$name.json" 2>&1)"
         grep -oE "assigned to device CUDA[0-9]+" "$OUT/multigpu-36l-$name.log" | sort | uniq -c
@@ -237,8 +239,10 @@ fault|unfault)
     for f in $swap; do [ -f "$pkg/$f.stack" ] || cp "$pkg/$f" "$pkg/$f.stack"; done
     if [ "$1" = fault ]; then
         patch -p1 -d "$SRC/llama.cpp" < "$diff" || exit 1
+        # several targets, separated by spaces
+        read -r -a targets <<< "${FAULT_TARGETS:-ggml-cuda test-backend-ops}"
         t=$(date +%s)
-        cmake --build "$BUILD" --target ${FAULT_TARGETS:-ggml-cuda test-backend-ops} -j "$(nproc)" > "$OUT/rebuild-$name.log" 2>&1 \
+        cmake --build "$BUILD" --target "${targets[@]}" -j "$(nproc)" > "$OUT/rebuild-$name.log" 2>&1 \
             || { tail -20 "$OUT/rebuild-$name.log"; exit 1; }
         echo "rebuilt in $(( $(date +%s) - t ))s"
         # Libraries land in bin/, but example programs stay in their own directory.

@@ -13,6 +13,7 @@ set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
+# shellcheck source=benchmarks/device/common.sh
 source "$(dirname "$0")/common.sh"
 # `hiraishin wheel` writes the wheel beside its sdist; the build phase records where.
 WHEEL_DIR=$(cat /tmp/wheel.dir 2>/dev/null || echo dist/wheels/cu13-sm90)
@@ -35,8 +36,9 @@ build)
     exit $rc
     ;;
 smoke)
-    wait_for_build 300 "$WHEEL_DIR/build-cu13-sm90.log" || { tail -30 /tmp/wheel.out; cp $WHEEL_DIR/build-cu13-sm90.log "$OUT/" 2>/dev/null; exit 1; }
-    wheel=$(ls $WHEEL_DIR/hiraishin_llama-*.whl | head -1)
+    wait_for_build 300 "$WHEEL_DIR/build-cu13-sm90.log" || { tail -30 /tmp/wheel.out; cp "$WHEEL_DIR/build-cu13-sm90.log" "$OUT/" 2>/dev/null; exit 1; }
+    wheels=("$WHEEL_DIR"/hiraishin_llama-*.whl)
+    wheel=${wheels[0]}
     build_s=$(( $(cat /tmp/wheel.finished) - $(cat /tmp/wheel.started) ))
     # The NVIDIA runtime wheels live in this machine's Python environment; a new
     # venv does not see them, so they are named the way a user would.

@@ -8,12 +8,14 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+# shellcheck source=benchmarks/device/common.sh
 source "$(dirname "$0")/common.sh"
 sdist=$1; shift
 t0=$(date +%s)
 hiraishin -v wheel --recipe cu13-sm90 --sdist "$sdist" --no-build-isolation -j "$(nproc)" > "$OUT/wheel.out" 2>&1
 rc=$?; echo "wheel exit $rc after $(( $(date +%s) - t0 ))s"; tail -3 "$OUT/wheel.out"; [ $rc = 0 ] || exit $rc
 wheel_dir=$(dirname "$sdist")/wheels/cu13-sm90
+# shellcheck disable=SC2012  # the listing is the record (sizes and dates), nothing parses it
 ls -la "$wheel_dir"/*.whl | tee "$OUT/wheel-ls.txt"
 hiraishin index "$wheel_dir" --out /tmp/site > "$OUT/index.txt" 2>&1 || { cat "$OUT/index.txt"; exit 1; }
 user_venv /tmp/venv > "$OUT/nvidia-wheels.txt"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Turn what benchmarks/device/wip_kernel_session.sh left in $OUT into one JSON report.
+"""Turn what benchmarks/device/kernel_session.sh left in $OUT into one JSON report.
 
-    python3 benchmarks/wip_report.py OUT_DIR --out report.json
+    python3 benchmarks/kernel_session_report.py OUT_DIR --out report.json
 
 OUT_DIR holds summary.txt and logs.tar.gz (the session packs every other log into
 it, since a device call returns at most 8 files) or the unpacked logs. The report
@@ -63,7 +63,7 @@ def read_logs(out_dir: Path) -> dict[str, str]:
         if path.is_file() and path.name != "logs.tar.gz":
             logs[path.name] = path.read_text(errors="replace")
     if "summary.txt" not in logs:
-        raise ReportError(f"{out_dir}: no summary.txt; is this the output directory of wip_kernel_session.sh?")
+        raise ReportError(f"{out_dir}: no summary.txt; is this the output directory of kernel_session.sh?")
     return logs
 
 
@@ -88,13 +88,13 @@ def report(out_dir: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out_dir", type=Path, help="what wip_kernel_session.sh left in $OUT")
+    parser.add_argument("out_dir", type=Path, help="what kernel_session.sh left in $OUT")
     parser.add_argument("--out", type=Path, required=True, help="write the report here")
     args = parser.parse_args(argv)
     try:
         data = report(args.out_dir)
     except (OSError, tarfile.TarError, ValueError) as error:  # ReportError here and in ncu_report
-        print(f"wip_report: error: {error}", file=sys.stderr)
+        print(f"kernel_session_report: error: {error}", file=sys.stderr)
         return 2
     args.out.write_text(json.dumps(data, indent=1) + "\n")
     print(render(data))

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Build test-backend-ops for sm_90 here, from the work tree, for wip_kernel_session.sh to run
+# Build test-backend-ops for sm_90 here, from the work tree, for kernel_session.sh to run
 # without building on the GPU machine (a build there costs ~4.5 of its 30 device minutes; here
 # the first build takes ~30 min on 2 cores, a rebuild after a kernel edit about a minute).
 #
-#   wip_local_build.sh [BUILD_DIR [OUT]]   # defaults: /work/devbuild, build/wip-test-backend-ops.xz
-#   FAULT_DIFF=benchmarks/faults/X.diff wip_local_build.sh ...   # the same with the fault applied to the copy
-#   VARIANT_DIFF=benchmarks/variants/X.diff wip_local_build.sh ... # or a variant of the kernel, to time against it
+#   kernel_local_build.sh [BUILD_DIR [OUT]]   # defaults: /work/devbuild, build/wip-test-backend-ops.xz
+#   FAULT_DIFF=benchmarks/faults/X.diff kernel_local_build.sh ...   # the same with the fault applied to the copy
+#   VARIANT_DIFF=PATH.diff kernel_local_build.sh ...   # or a variant of the kernel (a diff against the work
+#                                                      # tree, path relative to the repository), to time against it
 #
 # Static (one file to carry, ~10 MB compressed), flash-attention kernels off (their instances
 # dominate the build; the FA cases then run on the CPU and say so), VMM off (no libcuda.so on a

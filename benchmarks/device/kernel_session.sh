@@ -5,14 +5,14 @@
 # cases with the switch on and off and the verify-batch perf cases of a Qwen3-8B-shaped model,
 # each log in $OUT as soon as it is written.
 #
-#   wip_kernel_session.sh [PERF_REGEX]
+#   kernel_session.sh [PERF_REGEX]
 #
 # With WIP_BINARY (an xz-compressed test-backend-ops built elsewhere, e.g. by
-# wip_local_build.sh: build/wip-test-backend-ops.xz) nothing is built here, and
+# kernel_local_build.sh: build/wip-test-backend-ops.xz) nothing is built here, and
 # WIP_FAULT_BINARY, if set, is the same built with a fault, run in place of the
 # FAULT_DIFF rebuild. WIP_VARIANT_BINARY (one or more) are kernel variants timed
 # next to it; NCU_CASE (one or more products) are profiled with Nsight Compute.
-# At the end benchmarks/wip_report.py prints what every log says and writes it to
+# At the end benchmarks/kernel_session_report.py prints what every log says and writes it to
 # $OUT/report.json, for benchmarks/record.py; everything printed also goes to
 # $OUT/summary.txt, and the other logs to $OUT/logs.tar.gz (a device call returns
 # at most 8 files).
@@ -51,8 +51,9 @@ for on in 1 0; do
     GGML_BATCH_INVARIANT=$on timeout 90 ./test-backend-ops perf -b CUDA0 -o MUL_MAT -p "$perf" > "$OUT/perf-$on.txt" 2>&1
     echo "perf, switch $on: $(grep -c 'us/run' "$OUT/perf-$on.txt") cases timed"
 done
-# With WIP_VARIANT_BINARY (built like WIP_BINARY from a benchmarks/variants/ diff; several, separated by
-# spaces), the same perf cases with the switch on, to time each variant against the kernel as it stands.
+# With WIP_VARIANT_BINARY (built like WIP_BINARY, with the variant's diff in kernel_local_build.sh's
+# VARIANT_DIFF; several, separated by spaces), the same perf cases with the switch on, to time each
+# variant against the kernel as it stands.
 for variant in ${WIP_VARIANT_BINARY:-}; do
     xz -dc "$REPO/$variant" > ./test-backend-ops-variant && chmod +x ./test-backend-ops-variant || exit 1
     log="$OUT/perf-variant-$(basename "$variant" .xz).txt"
@@ -89,7 +90,7 @@ if [ -n "${NCU_CASE:-}" ]; then
         echo "ncu on $ncu_case: rc=$? $(wc -l < "$OUT/ncu-bi-mma-$i.csv") lines"
     done
 fi
-python3 "$REPO/benchmarks/wip_report.py" "$OUT" --out "$OUT/report.json"
+python3 "$REPO/benchmarks/kernel_session_report.py" "$OUT" --out "$OUT/report.json"
 # a device call returns at most 8 files: every log but the summary and the report travels in one archive
 (cd "$OUT" && find . -maxdepth 1 -type f ! -name summary.txt ! -name report.json ! -name logs.tar.gz -printf '%P\n' |
     tar czf logs.tar.gz -T - --remove-files)

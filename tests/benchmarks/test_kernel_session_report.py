@@ -1,4 +1,4 @@
-"""benchmarks/wip_report.py: what wip_kernel_session.sh leaves in $OUT, as one JSON report."""
+"""benchmarks/kernel_session_report.py: what kernel_session.sh leaves in $OUT, as one JSON report."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from ..helpers import load_benchmark
 
-wip_report = load_benchmark("wip_report")
+kernel_session_report = load_benchmark("kernel_session_report")
 
 ESC = "\x1b"
 # test-backend-ops perf as the CUDA backend prints it: the first case's time comes two lines after its name, behind
@@ -75,24 +75,24 @@ def session(tmp_path: Path) -> Path:
 
 
 def test_a_time_printed_lines_after_its_case_belongs_to_that_case(session: Path) -> None:
-    perf = wip_report.report(session)["perf"]
+    perf = kernel_session_report.report(session)["perf"]
     assert perf["perf-1"] == {"complete": True, "us": {"type_a=q4_K,type_b=f32,m=4096,n=16,k=4096": 19.20,
                                                        "type_a=q6_K,type_b=f32,m=4096,n=16,k=4096": 26.50}}
 
 
 def test_a_perf_run_cut_off_by_its_time_limit_says_so(session: Path) -> None:
-    perf = wip_report.report(session)["perf"]["perf-variant-wip-cp-async"]
+    perf = kernel_session_report.report(session)["perf"]["perf-variant-wip-cp-async"]
     assert perf == {"complete": False, "us": {"type_a=q4_K,type_b=f32,m=4096,n=16,k=4096": 19.20}}
 
 
 def test_op_tests_keep_the_summary_counts_and_the_failed_cases(session: Path) -> None:
-    tests = wip_report.report(session)["op_tests"]["tbo-bi-fault"]
+    tests = kernel_session_report.report(session)["op_tests"]["tbo-bi-fault"]
     assert tests == {"tests_passed": 1, "tests_total": 2, "complete": True,
                      "failed": ["type_a=q8_0,m=1024,k=4096,n=5"]}
 
 
 def test_ncu_launches_carry_issue_rate_and_stall_reasons(session: Path) -> None:
-    [launch] = wip_report.report(session)["ncu"]["ncu-bi-mma-1"]
+    [launch] = kernel_session_report.report(session)["ncu"]["ncu-bi-mma-1"]
     assert launch["kernel"] == "mul_mat_vec_q4_K_bi_mma<12, 2>"
     assert launch["duration_us"] == pytest.approx(49.696)
     assert launch["issued_warps_per_scheduler"] == pytest.approx(0.52)
@@ -105,12 +105,12 @@ def test_unpacked_logs_read_the_same_as_packed_ones(session: Path, tmp_path: Pat
     with tarfile.open(session / "logs.tar.gz") as tar:
         tar.extractall(unpacked, filter="data")
     (unpacked / "summary.txt").write_text("prebuilt build/wip.xz\n")
-    assert wip_report.report(unpacked) == wip_report.report(session)
+    assert kernel_session_report.report(unpacked) == kernel_session_report.report(session)
 
 
 def test_cli_writes_the_report_and_a_line_per_log(session: Path, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    assert wip_report.main([str(session), "--out", str(tmp_path / "report.json")]) == 0
+    assert kernel_session_report.main([str(session), "--out", str(tmp_path / "report.json")]) == 0
     assert json.loads((tmp_path / "report.json").read_text())["gpu"] == "NVIDIA H200, 9.0, 580.159.04"
     out = capsys.readouterr().out
     assert "perf-variant-wip-cp-async: 1 cases (cut off before the end)" in out
@@ -122,6 +122,6 @@ def test_cli_writes_the_report_and_a_line_per_log(session: Path, tmp_path: Path,
 def test_a_directory_that_is_not_a_session_output_is_an_error(tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "notes.txt").write_text("not a session\n")
-    assert wip_report.main([str(tmp_path), "--out", str(tmp_path / "report.json")]) == 2
-    assert "no summary.txt; is this the output directory of wip_kernel_session.sh?" in capsys.readouterr().err
+    assert kernel_session_report.main([str(tmp_path), "--out", str(tmp_path / "report.json")]) == 2
+    assert "no summary.txt; is this the output directory of kernel_session.sh?" in capsys.readouterr().err
     assert not (tmp_path / "report.json").exists()
