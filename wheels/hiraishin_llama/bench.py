@@ -33,7 +33,7 @@ from pathlib import Path
 import gguf
 
 from . import __version__, runtime, speedup, synthetic
-from ._args import ArgumentParser, parse_batches
+from ._args import ArgumentParser, directory_problem, parse_batches, report_path_problem, write_report
 from ._launch import switch_environment, tool_dir
 
 REPLAY = "hiraishin-replay"
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draft-layers", type=int, default=defaults.draft_layers,
                         help="layers of the small draft model (default: 1)")
     parser.add_argument("--quants", default=",".join(defaults.quants), help="models (default: Q4_K_M,Q6_K)")
-    parser.add_argument("--batches", type=parse_batches, default=defaults.batches, help="verify batch sizes, e.g. 1-16 or 1,2,4,8, each 1..16 (default: 1-16)")
+    parser.add_argument("--batches", type=parse_batches, default=defaults.batches, help="verify batch sizes, each 1..16: a list (1,2,4,8), a range (1-16), an open range (2-: 2 to 16) or a mix (default: 1-16)")
     parser.add_argument("--depth", type=int, default=defaults.depth, help="KV position of the timed passes (default: 512)")
     parser.add_argument("--reps", type=int, default=defaults.reps, help="timed passes per batch size (default: 20)")
     parser.add_argument("--warmup", type=int, default=defaults.warmup, help="untimed passes first (default: 5)")
@@ -267,9 +267,18 @@ def main(argv: list[str] | None = None) -> int:
                          ctx=max(2048, args.depth + max(args.batches) + args.plain_tokens + 1),
                          direct=not args.quantize, spec=not args.no_spec)
 
-    runtime.warn_about_environment("hiraishin-llama-bench")
+    # Checked before the models are made and timed: a run of an hour must not fail at its last write.
+    problem = report_path_problem(args.json)
+    if problem:
+        parser.error(f"--json {args.json}: {problem}")
     work_dir = args.work_dir or runtime.cache_dir() / "models"
-    work_dir.mkdir(parents=True, exist_ok=True)
+    # Made here; whether it takes new files is found when a model is missing (its error is caught below).
+    problem = directory_problem(work_dir, must_write=False)
+    if problem:
+        where = "--work-dir" if args.work_dir is not None else "the model cache (choose another with --work-dir)"
+        parser.error(f"{where} {work_dir}: {problem}")
+
+    runtime.warn_about_environment("hiraishin-llama-bench")
     started = datetime.datetime.now(datetime.timezone.utc)
     results = {}
     try:
@@ -297,8 +306,13 @@ def main(argv: list[str] | None = None) -> int:
     failures = over_limit(results, args.max_ratio) if args.max_ratio is not None else []
     report["max_ratio"] = args.max_ratio
     report["over_max_ratio"] = failures
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    try:
+        write_report(args.json, report)
+    except OSError as error:
+        print(f"hiraishin-llama-bench: error: --json {args.json}: cannot be written "
+              f"({(error.strerror or str(error)).lower()}); free space or give a writable path and run again",
+              file=sys.stderr)
+        return 2
     print(f"report in {args.json}")
     if failures:
         print(f"exact/stock above {args.max_ratio}: {', '.join(failures)}", file=sys.stderr)

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 
 from . import __version__, runtime
+from ._args import ArgumentParser
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="hiraishin-llama", description=__doc__)
+    # The wheel's own parser: a usage error is one line, as in its other programs.
+    parser = ArgumentParser(prog="hiraishin-llama", description=__doc__)
     parser.add_argument("--version", action="store_true", help="print the version and build information")
     parser.add_argument("--json", action="store_true", help="print it as JSON")
     args = parser.parse_args(argv)
-    info = {"version": __version__, **runtime.build_info(),
+    build = runtime.build_info()
+    info = {"version": __version__, **build,
+            # stack.json lists the backends the patch stack makes exact, the same for every wheel of the
+            # stack; this wheel is exact only on those of them it was built with.
+            "backends": runtime.built_backends(), "exact_backends": runtime.exact_backends(),
+            "stack_exact_backends": build.get("exact_backends", []),
             "gpus": [gpu.__dict__ for gpu in runtime.gpus()], "warnings": runtime.environment_warnings()}
     if args.json:
         print(json.dumps(info, indent=2))
@@ -36,6 +42,8 @@ def main(argv: list[str] | None = None) -> None:
     for key in ("recipe", "cuda", "cuda_architectures", "cxx_compiler", "cmake"):
         if info.get(key):
             print(f"{key + ':':<9} {info[key]}")
+    exact = ", ".join(info["exact_backends"]) or "none"
+    print(f"backends: {', '.join(info['backends'])} (bit-exact verify batches: {exact})")
     for gpu in info["gpus"]:
         print(f"gpu:      {gpu['name']} (compute capability {gpu['compute_capability']})")
     for warning in info["warnings"]:

@@ -87,6 +87,19 @@ def built_architectures() -> list[str]:
     return [arch.split("-")[0] for arch in raw.replace(",", ";").split(";") if arch]
 
 
+def built_backends() -> list[str]:
+    """The backends this wheel was built with: the CPU backend always, CUDA when its build info names
+    CUDA architectures (build_info.json, written by CMake)."""
+    return ["cpu", *(["cuda"] if built_architectures() else [])]
+
+
+def exact_backends() -> list[str]:
+    """The backends whose verify batches are exact in this wheel: those the patch stack makes exact
+    (stack.json's list, the same for every wheel of the stack) that this wheel was built with."""
+    built = built_backends()
+    return [backend for backend in build_info().get("exact_backends", []) if backend in built]
+
+
 def environment_warnings() -> list[str]:
     """Problems a user should hear about before a program starts."""
     archs = built_architectures()

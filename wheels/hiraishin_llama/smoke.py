@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -26,8 +28,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import __version__, runtime, synthetic
-from ._args import ArgumentParser, at_least, name_list, parse_batches
-from ._launch import switch_environment, tool_dir
+from ._args import (ArgumentParser, at_least, directory_problem, name_list, parse_batches, report_path_problem,
+                    write_report)
+from ._launch import BIN_DIR_ENV, switch_environment, tool_dir
 
 # Every verify batch size the guarantee covers: several kernel choices depend on the exact width
 # (rows per block at 7 and at 10-16 columns, one instantiation per width), so a sample would miss some.
@@ -38,6 +41,16 @@ EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUN = 1, 2, 3
 # Tokens generated in the split-model case: its CPU layers and output matrix run at CPU speed, and 200
 # tokens after the 64-token prompt still cross KV cell 256, where verify batches are cut.
 SPLIT_N_GEN = 200
+DEFAULT_N_PROMPT = 64
+DEFAULT_N_GEN = {"cuda": 600, "cpu": 200}
+# Where the stock kernels first differed in the default CPU run (benchmarks/results/
+# smoke-cpu-wheel-rev9-b10354.json, --n-gen 200 after the 64-token prompt): at b = 2 and 3 only from KV
+# position 256 on, where the single-token flash attention starts splitting the KV range across threads;
+# at b >= 4 from the first generated position. On CUDA every b differed from the first position.
+CPU_CONTROL_FIRST_DIFFERENCE = 256
+# Positions past that one a control should reach: the default run's b = 2 control differed at 8 of them.
+CONTROL_MARGIN = 8
+CPU_CONTROL_EARLY_BATCH = 4
 
 
 class UsageError(Exception):
@@ -76,7 +89,8 @@ def backend_in_use() -> str:
 
 
 def exact_backends() -> set[str]:
-    return set(runtime.build_info().get("exact_backends", []))
+    """The backends this wheel holds to "identical": the stack's exact backends that it was built with."""
+    return set(runtime.exact_backends())
 
 
 def default_cases(backend: str, quants: list[str], kv_types: list[str], gpu_layers: int | None = None) -> list[Case]:
@@ -133,13 +147,66 @@ def run_case(case: Case, model: Path, args: argparse.Namespace, json_dir: Path, 
     completed = subprocess.run(command, env=env, capture_output=True, text=True)
     print(f"  {case_outcome(case, completed.returncode)} ({time.monotonic() - started:.1f} s)", flush=True)
     if completed.returncode == EXIT_USAGE:
-        lines = completed.stderr.strip().splitlines() or [f"hiraishin-replay refused {case.name} (exit 2)"]
-        raise UsageError(lines[-1].removeprefix("hiraishin-replay: error: "))
+        raise UsageError(replay_refusal(completed.stderr) or f"hiraishin-replay refused {case.name} (exit 2)")
     report = json.loads(report_path.read_text()) if report_path.is_file() else None
     if completed.returncode not in (0, 1) or report is None:
         tail = "\n".join((completed.stderr or completed.stdout).strip().splitlines()[-5:])
         return CaseResult(case, completed.returncode, False, error=tail or "no report written", report=report)
     return CaseResult(case, completed.returncode, completed.returncode == 0, report=report)
+
+
+REPLAY_ERROR = "hiraishin-replay: error: "
+LLAMA_LINE = "llama.cpp: "
+# llama.cpp's own words that a load failed, said after the reason: they add nothing to it.
+LOAD_FAILED = re.compile(r"failed to load model( from .*)?")
+# What llama.cpp puts before a reason: the function that logged it, and the wrapper of a rethrown one.
+LOG_PREFIX = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*|error loading model): ")
+
+
+def replay_refusal(stderr: str) -> str | None:
+    """The replay tool's usage error as one line: its message, then the reasons llama.cpp logged (as
+    "  llama.cpp: ..." lines under it), which say why, e.g. that a truncated file's key-value pairs could
+    not be read. Without them a model that fails to load would only say that it failed to load."""
+    lines = stderr.strip().splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(REPLAY_ERROR)), None)
+    if start is None:
+        return lines[-1].strip() if lines else None
+    message = lines[start].removeprefix(REPLAY_ERROR).strip()
+    reasons: list[str] = []
+    for line in lines[start + 1:]:
+        if not line.strip().startswith(LLAMA_LINE):
+            break
+        reason = line.strip().removeprefix(LLAMA_LINE).strip()
+        while LOG_PREFIX.match(reason):
+            reason = LOG_PREFIX.sub("", reason, count=1)
+        if reason and not LOAD_FAILED.fullmatch(reason) and reason not in reasons:
+            reasons.append(reason)
+    if reasons:
+        message += ": " + "; ".join(reasons)
+    if "could not load" in message:
+        message += " (check that the file is a whole GGUF model, not cut short by a download or a copy)"
+    return message
+
+
+def control_note(case: Case, result: CaseResult, args: argparse.Namespace, backend: str) -> str | None:
+    """For a negative control that showed no difference in a short run: that this length proves nothing,
+    and from what length the default runs showed the stock differences."""
+    if case.expect != "differ" or result.passed or result.error:
+        return None
+    n_gen = min(args.n_gen, case.n_gen) if case.n_gen else args.n_gen
+    last_position = args.n_prompt + n_gen - 1
+    reach = CPU_CONTROL_FIRST_DIFFERENCE + CONTROL_MARGIN
+    if backend == "cpu" and max(args.batches) < CPU_CONTROL_EARLY_BATCH and last_position < reach - 1:
+        suggested = max(DEFAULT_N_GEN["cpu"], reach - args.n_prompt)
+        return (f"{case.name}: the control proves nothing at this length: --n-gen {n_gen} after the "
+                f"{args.n_prompt}-token prompt reaches KV position {last_position} only, and in the default CPU "
+                f"run (--n-gen {DEFAULT_N_GEN['cpu']}) the stock kernels differed at b = 2 and 3 only from "
+                f"position {CPU_CONTROL_FIRST_DIFFERENCE} on; raise --n-gen to {suggested} or more")
+    default = DEFAULT_N_GEN.get(backend)
+    if default is None or n_gen >= default:
+        return None
+    return (f"{case.name}: the control proves nothing at this length: --n-gen {n_gen} is below the default "
+            f"{default}, at which the default run's stock kernels differed; raise --n-gen to {default} or more")
 
 
 def case_outcome(case: Case, exit_code: int) -> str:
@@ -174,43 +241,88 @@ def render_table(results: list[CaseResult], batches: list[int]) -> str:
 
 def model_problem(path: Path) -> str | None:
     """Why ``path`` cannot be a model to test, or None (the replay tool checks the same first)."""
+    if path.is_dir():
+        return "is a directory, not a model file; pass the .gguf file itself"
     if not path.is_file():
-        return "no such file"
-    with path.open("rb") as handle:
-        magic = handle.read(4)
+        return ("no such file; check the path, or leave --model out to test the synthetic models"
+                if not path.exists() else "is not a regular file; pass a .gguf model file")
+    try:
+        with path.open("rb") as handle:
+            magic = handle.read(4)
+    except OSError as error:
+        return f"cannot be read ({(error.strerror or str(error)).lower()}); check its permissions"
+    if not magic:
+        return "is empty; pass a .gguf model, or leave --model out to test the synthetic models"
     if magic != b"GGUF":
         return "not a GGUF file (its first 4 bytes are not 'GGUF'); pass a .gguf model, or leave --model out " \
                "to test the synthetic models"
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
+# Options of the synthetic models only: with --model they would be ignored, so they are refused.
+# (--work-dir is let through: a wrapper that always names its cache directory must still run --model.)
+SYNTHETIC_ONLY = (("quants", "--quants"), ("preset", "--preset"), ("n_layer", "--n-layer"), ("seed", "--seed"))
+
+
+def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog="hiraishin-llama-smoke", description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", type=Path, help="a real GGUF model instead of the synthetic ones")
+    parser.add_argument("--model", type=Path,
+                        help="a real GGUF model instead of the synthetic ones (then --quants, --preset, --n-layer and "
+                             "--seed, which choose the synthetic models, are refused)")
     parser.add_argument("--preset", default=None, help="synthetic model shape (default: qwen3-8b)")
     parser.add_argument("--n-layer", type=at_least(1), default=None,
                         help="layers of the synthetic model (default: 4 on CUDA, 1 on CPU)")
     parser.add_argument("--quants", type=name_list(synthetic.QUANT_TYPES, "quantization type",
                                                    lambda q: q.strip().upper()),
-                        default=None, help="quantizations (default: Q4_K_M,Q6_K on CUDA, Q4_K_M on CPU)")
+                        default=None, help="quantizations of the synthetic models "
+                                           "(default: Q4_K_M,Q6_K on CUDA, Q4_K_M on CPU)")
     parser.add_argument("--kv", type=name_list(KV_CACHE_TYPES, "KV cache type", lambda k: k.strip().lower()),
                         default=None, help="KV cache types (default: f16,q8_0,turbo4 on CUDA, f16 on CPU)")
     parser.add_argument("--n-gen", type=at_least(1), default=None,
-                        help="generated tokens (default: 600 on CUDA, 200 on CPU)")
-    parser.add_argument("--n-prompt", type=at_least(1), default=64)
+                        help=f"generated tokens (default: {DEFAULT_N_GEN['cuda']} on CUDA, {DEFAULT_N_GEN['cpu']} on "
+                             "CPU; a shorter run may not reach where the switch-off control differs)")
+    parser.add_argument("--n-prompt", type=at_least(1), default=DEFAULT_N_PROMPT)
     parser.add_argument("--ctx", type=at_least(1), default=4096)
     parser.add_argument("--batches", type=parse_batches, default=DEFAULT_BATCHES,
-                        help=f"verify batch sizes, e.g. 2-16 or 2,4,8, each 1..16 (default: {DEFAULT_BATCHES})")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--work-dir", type=Path, default=None, help="where models are kept (default: a cache directory)")
-    parser.add_argument("--json", type=Path, default=Path("hiraishin-smoke.json"), help="the report (default: ./hiraishin-smoke.json)")
+                        help="verify batch sizes, each 1..16: a list (2,4,8), a range (2-16), an open range "
+                             f"(2-: 2 to 16, the largest verify batch) or a mix (default: {DEFAULT_BATCHES})")
+    parser.add_argument("--seed", type=at_least(0), default=None, help="seed of the synthetic models (default: 1)")
+    parser.add_argument("--work-dir", type=Path, default=None,
+                        help="where the synthetic models are kept (default: a cache directory; unused with --model)")
+    parser.add_argument("--json", type=Path, default=Path("hiraishin-smoke.json"),
+                        help="the report (default: ./hiraishin-smoke.json); checked before the run")
     parser.add_argument("--partial-offload", type=at_least(0), default=None, metavar="LAYERS",
                         help="on CUDA, also run the first model with only LAYERS layers on the GPU and the rest on "
-                             "the CPU (default: half the synthetic model's layers; none with --model; 0: skip)")
+                             "the CPU (default: half the synthetic model's layers; none with --model; 0: skip); "
+                             "refused on the CPU backend, which has no GPU to offload to")
     parser.add_argument("--allow-cpu", action="store_true", help="with a CUDA wheel and no GPU, test the CPU backend instead of failing")
+    return parser
+
+
+def tools_problem(names: list[str]) -> str | None:
+    """Which of the tools the run needs is missing, and how to get it; None when all are there."""
+    missing = [name for name in names if not (tool_dir() / name).is_file()]
+    if not missing:
+        return None
+    where = f"{tool_dir()} ({BIN_DIR_ENV}={os.environ[BIN_DIR_ENV]})" if os.environ.get(BIN_DIR_ENV) else str(tool_dir())
+    fix = (f"point {BIN_DIR_ENV} at the bin/ directory of a build that has {'them' if len(missing) > 1 else 'it'}"
+           if os.environ.get(BIN_DIR_ENV) else
+           f"reinstall the wheel (pip install --force-reinstall hiraishin-llama), or point {BIN_DIR_ENV} at the "
+           "bin/ directory of a build")
+    return f"{' and '.join(missing)} not found in {where}; {fix}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.model is not None:
+        ignored = [flag for name, flag in SYNTHETIC_ONLY if getattr(args, name) is not None]
+        if ignored:
+            them = "it" if len(ignored) == 1 else "them"
+            parser.error(f"{' and '.join(ignored)} {'applies' if len(ignored) == 1 else 'apply'} to the synthetic "
+                         f"models only, so with --model {'it has' if len(ignored) == 1 else 'they have'} no meaning; "
+                         f"leave {them} out, or leave --model out to test the synthetic models")
         problem = model_problem(args.model)
         if problem:
             parser.error(f"--model {args.model}: {problem}")
@@ -219,6 +331,10 @@ def main(argv: list[str] | None = None) -> int:
             synthetic.get_preset(args.preset)
         except ValueError as error:
             parser.error(f"--preset: {error}")
+    # Checked first: a report that cannot be written would otherwise fail the run after all its minutes.
+    problem = report_path_problem(args.json)
+    if problem:
+        parser.error(f"--json {args.json}: {problem}")
 
     runtime.warn_about_environment("hiraishin-llama-smoke")
     backend = backend_in_use()
@@ -231,20 +347,51 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return EXIT_USAGE
     on_gpu = backend == "cuda"
-    args.n_gen = args.n_gen or (600 if on_gpu else 200)
+    if args.partial_offload and not on_gpu:
+        why = "no CUDA GPU is visible" if runtime.built_architectures() else "this is a CPU wheel"
+        parser.error(f"--partial-offload {args.partial_offload}: this run tests the CPU backend ({why}), so there "
+                     "is no GPU to put layers on and nothing to split; leave --partial-offload out")
+    args.n_gen = args.n_gen or DEFAULT_N_GEN[backend]
     quants = list(args.quants or (("Q4_K_M", "Q6_K") if on_gpu else ("Q4_K_M",)))
     kv_types = list(args.kv or (("f16", "q8_0", "turbo4") if on_gpu else ("f16",)))
     batches = list(args.batches)
+    n_layer = args.n_layer or (4 if on_gpu else 1)
+    if args.model is None and args.partial_offload and args.partial_offload >= n_layer:
+        parser.error(f"--partial-offload {args.partial_offload}: the synthetic model has {n_layer} "
+                     f"layer{'s' if n_layer > 1 else ''}, so all of them would be on the GPU and nothing split; "
+                     + (f"give 1 to {n_layer - 1}, or raise --n-layer" if n_layer > 1 else "raise --n-layer"))
+
+    work_dir = None if args.model is not None else (args.work_dir or runtime.cache_dir() / "models")
+    preset = args.preset or "qwen3-8b"
+    seed = 1 if args.seed is None else args.seed
+    # Models to make need the quantizer and a work directory that takes files; models made before do not.
+    must_write = work_dir is not None and not all(
+        (work_dir / f"{preset}-{n_layer}l-seed{seed}-{quant}.gguf").is_file() for quant in quants)
+    problem = tools_problem(["hiraishin-replay", *([synthetic.QUANTIZER_NAME] if must_write else [])])
+    if problem:
+        print(f"hiraishin-llama-smoke: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    if work_dir is not None:
+        problem = directory_problem(work_dir, must_write=must_write)
+        if problem:
+            where = "--work-dir" if args.work_dir is not None else "the model cache (choose another with --work-dir)"
+            parser.error(f"{where} {work_dir}: {problem}")
 
     if args.model is not None:
         models = {args.model.name: args.model}
         quants = [args.model.name]
     else:
-        work_dir = args.work_dir or runtime.cache_dir() / "models"
-        work_dir.mkdir(parents=True, exist_ok=True)
-        preset = args.preset or "qwen3-8b"
-        n_layer = args.n_layer or (4 if on_gpu else 1)
-        models = prepare_models(work_dir, preset, n_layer, quants, args.seed)
+        try:
+            models = prepare_models(work_dir, preset, n_layer, quants, seed)
+        except (OSError, ValueError, synthetic.QuantizationError) as error:
+            # One error line; the quantizer's own last lines, if any, follow it indented, as its evidence.
+            first, *output = str(error).splitlines()
+            print(f"hiraishin-llama-smoke: error: the synthetic models could not be made in {work_dir}, so nothing "
+                  f"was tested: {first}", file=sys.stderr)
+            for line in output:
+                if line.strip():
+                    print(f"  {line}", file=sys.stderr)
+            return EXIT_NOT_RUN
     # Layers on the GPU in the split-model case: asked for, or half a synthetic model's; 0 skips it.
     gpu_layers = args.partial_offload
     if gpu_layers is None and args.model is None:
@@ -262,8 +409,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     passed = all(r.passed for r in results)
     not_run = [r for r in results if r.error]
+    notes = [note for r in results if (note := control_note(r.case, r, args, backend))]
     print()
     print(render_table(results, batches))
+    for note in notes:
+        print(f"note: {note}")
     summary = {
         "tool": "hiraishin-llama-smoke",
         "version": __version__,
@@ -280,14 +430,25 @@ def main(argv: list[str] | None = None) -> int:
              "error": r.error, "report": r.report}
             for r in results
         ],
+        "notes": notes,
         "passed": passed,
     }
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(summary, indent=2) + "\n")
+    verdict = "PASSED" if passed else ("FAILED" if any(not r.passed and not r.error for r in results) else "ERROR")
+    try:
+        write_report(args.json, summary)
+    except OSError as error:
+        # Checked before the run, so the file system changed under it (full, gone read-only): the verdict
+        # still stands, and is said, but CI has no report to keep.
+        print(f"\n{verdict}, but the report could not be written", flush=True)
+        print(f"hiraishin-llama-smoke: error: --json {args.json}: cannot be written "
+              f"({(error.strerror or str(error)).lower()}); free space or give a writable path and run again",
+              file=sys.stderr)
+        # A failed guarantee keeps its status: a lost report must not hide it.
+        return EXIT_FAILED if verdict == "FAILED" else EXIT_USAGE
     if passed:
         print(f"\nPASSED: report in {args.json}")
         return 0
-    if any(not r.passed and not r.error for r in results):
+    if verdict == "FAILED":
         print(f"\nFAILED: report in {args.json}")
         return EXIT_FAILED
     print(f"\nERROR: {len(not_run)} case(s) could not be run, so nothing is known about them; report in {args.json}")

@@ -23,6 +23,7 @@
 #include "ggml-backend.h"
 #include "ggml.h"
 #include "llama.h"
+#include "replay_batches.h"
 #include "replay_compare.h"
 
 #include <algorithm>
@@ -250,7 +251,8 @@ void print_usage(FILE * out) {
         "  --version, --help\n"
         "\n"
         "replay options:\n"
-        "  --batches LIST           comma-separated batch sizes (default 2,3,...,16: every size)\n"
+        "  --batches LIST           batch sizes: a list, ranges or an open range (2,4,8-12 or 2-:\n"
+        "                           2 to %d), default 2-%d: every size\n"
         "  --timing-reps N          replay each batch size N times; a position counts as\n"
         "                           differing if it differs in any repetition (default 1)\n"
         "  --skip-b1                skip the b=1 sanity replay\n"
@@ -264,7 +266,7 @@ void print_usage(FILE * out) {
         "  --prompts K              run K prompts, seeds seed..seed+K-1 (default 1)\n"
         "\n"
         "bench options:\n"
-        "  --batches LIST           batch sizes to time (default 1,2,...,16)\n"
+        "  --batches LIST           batch sizes to time, same forms (default 1-%d)\n"
         "  --reps N                 timed passes per batch size, after the warm-up (default 20)\n"
         "  --warmup N               untimed passes per batch size first (default 5)\n"
         "  --bandwidth-mib N        size of the device-to-device copy that measures memory\n"
@@ -272,7 +274,7 @@ void print_usage(FILE * out) {
         "\n"
         "exit status: 0 expectation holds, 1 expectation failed, 2 usage or input error,\n"
         "             3 runtime failure\n",
-        kToolName, kKvWindowStep, kMaxVerifyBatch);
+        kToolName, kMaxVerifyBatch, kMaxVerifyBatch, kKvWindowStep, kMaxVerifyBatch, kMaxVerifyBatch);
 }
 
 long long parse_integer(const std::string & flag, const std::string & text, long long min_value, long long max_value) {
@@ -304,17 +306,15 @@ KvCacheType parse_kv_cache_type(const std::string & flag, const std::string & na
     throw UsageError(flag + ": unknown cache type '" + name + "'; valid types: " + valid);
 }
 
+// Sizes, ranges and open ranges ("2,4,8-12", "2-"), as hiraishin-llama-smoke reads its --batches:
+// the smoke passes its list on, and a user may type the same list to either tool. Sizes above 16
+// stay allowed here, for measuring beyond the verify batches the guarantee covers.
 std::vector<int> parse_batch_sizes(const std::string & text) {
-    std::set<int> sizes;
-    std::stringstream stream(text);
-    std::string item;
-    while (std::getline(stream, item, ',')) {
-        sizes.insert((int) parse_integer("--batches", item, 1, 1 << 20));
+    try {
+        return hiraishin::parse_batch_list(text, kMaxVerifyBatch, 1 << 20);
+    } catch (const hiraishin::BatchListError & e) {
+        throw UsageError(std::string("--batches: ") + e.what());
     }
-    if (sizes.empty()) {
-        throw UsageError("--batches expects a comma-separated list of batch sizes");
-    }
-    return {sizes.begin(), sizes.end()};
 }
 
 Options parse_options(int argc, char ** argv) {
