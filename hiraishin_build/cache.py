@@ -7,15 +7,21 @@ works offline. A mirror that lacks some large blobs still works, as long as
 those paths are excluded from checkouts.
 
 The cache holds any number of sources (sources.py): the pin's repository,
-forks, mirrors of either. A fetch is all or nothing for the refs: it lands in
-a scratch namespace first, is checked, and only then replaces that one
-source's refs in a single ref transaction, so a failed or refused fetch, or
-a fetch of another repository, never loses a ref the pin needs.
+forks, mirrors of either. A fetch is all or nothing for the refs and the
+configuration: it lands in a scratch namespace first and is checked there
+(the repository it claims to be must carry the pin as pinned; any other must
+hold the pinned commit or have been asked for by name; the pin's file
+contents must be there), and only then replaces that one source's refs in a
+single ref transaction. A failed or refused fetch leaves every ref and
+setting as it was, and a fetch of another repository never loses a ref the
+pin needs.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
+import shutil
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +30,7 @@ import platformdirs
 
 from . import git, lock, timeouts
 from .errors import CacheLocked, CommandError, CommandTimedOut, PinMismatchError, SourceUnreachable, UpstreamError
+from .fsutil import writable_directory
 from .log import get_logger
 from .pin import UpstreamPin
 from .sources import (
@@ -38,6 +45,7 @@ from .sources import (
     disagreements,
     display_location,
     fetch_refspecs,
+    names_hint,
     read_sources,
     same_repository,
     validate_name,
@@ -64,6 +72,15 @@ def default_cache_root() -> Path:
     if override:
         return Path(override).expanduser().resolve()
     return platformdirs.user_cache_path("hiraishin")
+
+
+def _chosen_by(root: Path | None) -> str:
+    """What set the cache directory, for a message about it: the variable, the option, or neither."""
+    if root is None and os.environ.get(CACHE_ENV):
+        return CACHE_ENV
+    if root is None:
+        return f"{CACHE_ENV} (or --cache-dir)"
+    return f"--cache-dir (or {CACHE_ENV})"
 
 
 def normalize_source(source: str) -> str:
@@ -105,12 +122,53 @@ class FetchResult:
 @dataclass(frozen=True)
 class PinCheck:
     sources: tuple[str, ...]
-    """The sources whose pinned ref names the pinned commit."""
+    """The sources whose pinned ref names the pinned commit (for a pin on a commit: whose refs contain it)."""
+
+
+@dataclass(frozen=True)
+class Removal:
+    source: Source
+    tags: int
+    branches: int
+    warnings: tuple[str, ...] = ()
+    """What the cache can no longer do for the pin without the source."""
+
+    @property
+    def fetch_again(self) -> str:
+        """The command that brings the source back (its objects stayed, so it is cheap)."""
+        where = display_location(self.source.location) if self.source.location else "PATH_OR_URL"
+        url = f" --url {self.source.url}" if self.source.location and self.source.mirrored and self.source.url else ""
+        return f"hiraishin upstream fetch --from {where}{url} --name {self.source.name}"
+
+
+@dataclass(frozen=True)
+class _Incoming:
+    """What a fetch brought, in the scratch namespace, before any ref of a source is written."""
+
+    refs: tuple[tuple[str, str, str | None], ...]
+    """(ref, stored object, commit) under INCOMING_REFS."""
+    pinned: str | None
+    """The commit the pin's ref names there: its tag of that name, else its branch."""
+    has_pin_commit: bool
+    """The pinned commit is reachable from its refs."""
+    carries_pin: bool
+    """It has the pin's ref at the pinned commit (or, for a pin on a commit, the commit)."""
+
+
+@dataclass(frozen=True)
+class _LegacyMove:
+    """How a cache made before sources moves to the per-source layout (see _migrate_legacy)."""
+
+    target: Source
+    updates: dict[str, str | None]
+    tags: int
 
 
 class UpstreamCache:
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, *, given_as: str | None = None) -> None:
         self.root = root if root is not None else default_cache_root()
+        self.given_as = given_as or _chosen_by(root)
+        """The option or variable that chose the directory, named when it cannot be used."""
         self._containing: dict[str, tuple[str, ...]] = {}
 
     @property
@@ -142,6 +200,10 @@ class UpstreamCache:
     def refs(self) -> RefTable:
         return RefTable.read(self.store(), self.sources())
 
+    def require_writable(self) -> None:
+        """Refuse (PathError) a cache directory this process cannot write, before any work."""
+        writable_directory(self.root, what="the upstream cache directory", given_as=self.given_as)
+
     # -- filling ----------------------------------------------------------
 
     def _init(self) -> None:
@@ -172,30 +234,27 @@ class UpstreamCache:
 
         ``name`` and ``url`` say which source it is (see :func:`identify`);
         without them the source is found by its repository, or named after it.
+        Nothing is written unless what came checks out (see the module's text).
         """
         fetch_url = normalize_source(location)
         if name is not None:
             validate_name(name)
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.require_writable()
         with lock.exclusive(self.lock_file, _cache_locked(self.git_dir)):
-            if not self.exists():
-                self._init()
-            self._migrate_legacy(pin)
-            self._containing.clear()
             shown = display_location(fetch_url)
+            # Asked first, so that a source that is not there does not even create the cache.
             self._probe(fetch_url, shown)
-            self._drop_incoming()
+            created = not self.exists()
+            if created:
+                self._init()
             try:
-                get_logger().info("fetching commits and trees from %s", shown)
-                git.fetch_as_promisor(
-                    self.git_dir, fetch_url, fetch_refspecs_into(INCOMING_REFS), remote=INCOMING_REMOTE,
-                    upload_pack=UPLOAD_PACK, what=f"fetching the upstream from {shown}",
-                    hint="check the URL or path; a local mirror must be a git repository. "
-                    "Nothing in the cache changed",
-                )
-                result = self._adopt(fetch_url, pin, name=name, url=url)
+                result = self._fetch_locked(fetch_url, shown, pin, name=name, url=url)
+            except BaseException:
+                if created:
+                    # A failed first fetch leaves no cache behind: "before" had none.
+                    shutil.rmtree(self.git_dir, ignore_errors=True)
+                raise
             finally:
-                self._drop_incoming()
                 self._containing.clear()
         for tag, old, new in result.moved:
             get_logger().warning("%s: the tag %s moved from %s to %s", result.source.name, tag, old[:12], new[:12])
@@ -204,19 +263,56 @@ class UpstreamCache:
                 "the sources disagree on the tag %s: %s", tag,
                 "; ".join(f"{source} has {commit[:12]}" for source, commit in sorted(holders.items())),
             )
-        if self.store().commit_exists(pin.commit):
-            self.prefetch_blobs(pin.commit, pin.checkout, prefer=(result.source.name,))
         return result
+
+    def _fetch_locked(self, fetch_url: str, shown: str, pin: UpstreamPin, *, name: str | None,
+                      url: str | None) -> FetchResult:
+        held_before = git.ObjectStore(self.git_dir).commit_exists(pin.commit)
+        move = self._legacy_plan(pin)
+        existing = [source for source in self.sources() if not source.legacy] + ([move.target] if move else [])
+        self._containing.clear()
+        self._drop_incoming()
+        try:
+            get_logger().info("fetching commits and trees from %s", shown)
+            git.fetch_as_promisor(
+                self.git_dir, fetch_url, fetch_refspecs_into(INCOMING_REFS), remote=INCOMING_REMOTE,
+                upload_pack=UPLOAD_PACK, what=f"fetching the upstream from {shown}",
+                hint="check the URL or path; a local mirror must be a git repository. "
+                "Nothing in the cache changed",
+            )
+            incoming = self._read_incoming(pin)
+            source = identify(existing, fetch_url, pin, carries_pin=incoming.carries_pin, name=name, url=url)
+            _refuse_unfit(source, incoming, pin, shown=shown, held_before=held_before,
+                          known=any(known.name == source.name and same_repository(known.url, source.url)
+                                    for known in existing), named=name is not None,
+                          url_claimed=url is not None and not same_repository(fetch_url, pin.url))
+            if git.ObjectStore(self.git_dir).commit_exists(pin.commit):
+                # Checked before anything is written: a mirror that lacks a file the pin needs must
+                # not replace the refs (and the location) of a source that has it.
+                self.prefetch_blobs(pin.commit, pin.checkout, prefer=(source.name,),
+                                    incoming=source if incoming.has_pin_commit else None)
+            if move is not None:
+                self._migrate_legacy(move)
+            return self._record(source, incoming)
+        finally:
+            self._drop_incoming()
 
     def refetch(self, name: str, pin: UpstreamPin) -> FetchResult:
         """Fetch a source already in the cache again, from where it was fetched last."""
+        if not self.exists():
+            raise UpstreamError(
+                f"no source named '{name}': the upstream cache {self.git_dir} has no sources yet",
+                hint=f"add it: `hiraishin upstream fetch --from PATH_OR_URL --name {name}`; "
+                "`hiraishin upstream fetch` alone fetches the pin's repository",
+            )
         source = self.refs().source(name)
         if not source.location:
             raise UpstreamError(
                 f"the source '{name}' has no location to fetch from (its remote was removed)",
                 hint=f"give one: `hiraishin upstream fetch --from PATH_OR_URL --name {name}`",
             )
-        return self.fetch(source.location, pin, name=name, url=source.url or None)
+        # What it stands for is kept by :func:`identify` (the same location, the same name).
+        return self.fetch(source.location, pin, name=name)
 
     def _probe(self, fetch_url: str, shown: str) -> None:
         try:
@@ -239,35 +335,32 @@ class UpstreamCache:
         leftovers = {ref: None for ref, _, _ in git.ObjectStore(self.git_dir).references(INCOMING_REFS)}
         git.update_refs(self.git_dir, leftovers, what="removing the refs of an unfinished fetch")
 
-    def _adopt(self, fetch_url: str, pin: UpstreamPin, *, name: str | None, url: str | None) -> FetchResult:
-        """Check what a fetch brought, then make it the source's refs in one transaction."""
+    def _read_incoming(self, pin: UpstreamPin) -> _Incoming:
         store = git.ObjectStore(self.git_dir)
-        incoming = store.references(INCOMING_REFS)
-        incoming_tags = {ref.removeprefix(INCOMING_REFS + "tags/"): commit
-                         for ref, _, commit in incoming if ref.startswith(INCOMING_REFS + "tags/")}
-        carries_pin = incoming_tags.get(pin.ref) == pin.commit
-        source = identify(self.sources(), fetch_url, pin, carries_pin=carries_pin, name=name, url=url)
-        if not store.commit_exists(pin.commit) and same_repository(source.url, pin.url):
-            # Another repository may lack the pinned commit (its tags are what it is fetched for);
-            # the pin's own repository may not.
-            raise UpstreamError(
-                f"{display_location(fetch_url)} does not contain the pinned commit {pin.commit} ({pin.ref}), "
-                "and no other source in the cache does",
-                hint=f"fetch the repository the pin names ({pin.url}), or a mirror of it; nothing in the cache changed",
-            )
-        has_pin_commit = store.commit_exists(pin.commit) and bool(git.refs_containing(self.git_dir, pin.commit, [INCOMING_REFS]))
+        refs = tuple(store.references(INCOMING_REFS))
+        by_name = {ref.removeprefix(INCOMING_REFS): commit for ref, _, commit in refs}
+        pinned = by_name.get(f"tags/{pin.ref}") or by_name.get(f"heads/{pin.ref}")
+        has_pin_commit = store.commit_exists(pin.commit) and bool(
+            git.refs_containing(self.git_dir, pin.commit, [INCOMING_REFS]))
+        carries_pin = has_pin_commit if _pinned_on_commit(pin) else pinned == pin.commit
+        return _Incoming(refs, pinned, has_pin_commit, carries_pin)
+
+    def _record(self, source: Source, incoming: _Incoming) -> FetchResult:
+        """Make what a fetch brought the source's refs, in one transaction, then its settings."""
+        store = git.ObjectStore(self.git_dir)
         before = {ref: (target, commit) for ref, target, commit in
                   store.references(source.tags_prefix) + store.references(source.heads_prefix)}
         wanted: dict[str, str] = {}
-        for ref, target, _ in incoming:
+        for ref, target, _ in incoming.refs:
             kind, _, rest = ref.removeprefix(INCOMING_REFS).partition("/")
             wanted[(source.tags_prefix if kind == "tags" else source.heads_prefix) + rest] = target
         updates: dict[str, str | None] = {
             ref: target for ref, target in wanted.items() if before.get(ref, ("",))[0] != target
         }
         updates.update({ref: None for ref in before if ref not in wanted})
-        self._configure(source)
+        # The refs first: when they cannot be written (a stale lock), the settings stay as they were too.
         git.update_refs(self.git_dir, updates, what=f"recording the refs of the source {source.name}")
+        self._configure(source)
         after = git.ObjectStore(self.git_dir)
         new_tags = {ref.removeprefix(source.tags_prefix): commit
                     for ref, _, commit in after.references(source.tags_prefix)}
@@ -282,16 +375,16 @@ class UpstreamCache:
             removed=tuple(sorted(set(old_tags) - set(new_tags))),
             moved=tuple((tag, old_tags[tag] or "", commit or "") for tag, commit in sorted(new_tags.items())
                         if tag in old_tags and old_tags[tag] != commit),
-            has_pin_commit=has_pin_commit,
+            has_pin_commit=incoming.has_pin_commit,
             disputed=tuple(disagreements(table, source.name)),
         )
 
-    def _migrate_legacy(self, pin: UpstreamPin) -> None:
-        """Move a cache made before sources (remote ``origin``, tags in
-        refs/tags/) to the per-source layout; one ref transaction."""
+    def _legacy_plan(self, pin: UpstreamPin) -> _LegacyMove | None:
+        """How a cache made before sources (remote ``origin``, tags in refs/tags/) moves to the
+        per-source layout; None for a cache already in it. Nothing is written here."""
         legacy = next((source for source in self.sources() if source.legacy), None)
         if legacy is None:
-            return
+            return None
         store = self.store()
         tags = store.references(LEGACY_TAGS)
         heads = store.references(LEGACY_HEADS)
@@ -308,11 +401,74 @@ class UpstreamCache:
             for ref, object_id, _ in refs:
                 updates[new_prefix + ref.removeprefix(prefix)] = object_id
                 updates[ref] = None
-        get_logger().info("moving the cache's %d tag(s) from the old single remote to the source %s", len(tags), name)
-        git.update_refs(self.git_dir, updates, what="moving the cache's refs to the per-source layout")
+        return _LegacyMove(target, updates, len(tags))
+
+    def _migrate_legacy(self, move: _LegacyMove) -> None:
+        """Carry out a move planned by :meth:`_legacy_plan`; the refs in one transaction."""
+        get_logger().info("moving the cache's %d tag(s) from the old single remote to the source %s",
+                          move.tags, move.target.name)
+        git.update_refs(self.git_dir, move.updates, what="moving the cache's refs to the per-source layout")
         git.config_remove_section(self.git_dir, f"remote.{LEGACY_REMOTE}")
-        git.config_set(self.git_dir, "extensions.partialClone", name)
-        self._configure(target)
+        git.config_set(self.git_dir, "extensions.partialClone", move.target.name)
+        self._configure(move.target)
+
+    # -- removing a source ------------------------------------------------
+
+    def remove(self, name: str, pin: UpstreamPin, *, force: bool = False) -> Removal:
+        """Remove the source ``name``: its remote, its settings and its refs; its objects stay.
+
+        The only source from whose refs the pinned commit is reachable is kept
+        unless ``force``: without it the cache could neither check out the pin
+        nor fetch the pin's file contents.
+        """
+        if not self.exists():
+            raise UpstreamError(
+                f"no source named '{name}': the upstream cache {self.git_dir} does not exist",
+                hint="`hiraishin upstream show` says where the cache is; `hiraishin upstream fetch` makes it",
+            )
+        self.require_writable()
+        with lock.exclusive(self.lock_file, _cache_locked(self.git_dir)):
+            self._containing.clear()
+            store = self.store()
+            table = RefTable.read(store, self.sources())
+            source = table.sources.get(name)
+            if source is None:
+                close = difflib.get_close_matches(name, list(table.sources), n=1, cutoff=0.5)
+                raise UpstreamError(
+                    f"no source named '{name}' in the upstream cache, nothing to remove "
+                    f"(sources: {names_hint(table.sources.values())})",
+                    hint=(f"did you mean '{close[0]}'? " if close else "") + "`hiraishin upstream show` lists them",
+                )
+            holding = self.sources_containing(pin.commit) if store.commit_exists(pin.commit) else ()
+            warnings: list[str] = []
+            if holding == (name,):
+                if not force:
+                    raise UpstreamError(
+                        f"'{name}' is the only source of the upstream cache with the pinned commit {pin.short} "
+                        f"({pin.ref}): without it the cache can neither check out the pin nor fetch its files",
+                        hint="fetch another copy of the pin's repository first (`hiraishin upstream fetch`, or "
+                        "with --from <mirror>), or give --force to remove it all the same; nothing was changed",
+                    )
+                warnings.append(f"no source has the pinned commit {pin.short} now: the cache cannot check out the "
+                                "pin until one is fetched (`hiraishin upstream fetch`)")
+            pinned = table.lookup(pin.ref)
+            if pinned is not None and set(pinned[1]) == {name}:
+                warnings.append(f"no source has the pinned ref '{pin.ref}' now: `hiraishin upstream verify` fails "
+                                "until the pin's repository is fetched again")
+            tags = len(store.references(source.tags_prefix))
+            branches = len(store.references(source.heads_prefix))
+            doomed = {ref: None for ref, _, _ in store.references(source.tags_prefix) + store.references(source.heads_prefix)}
+            git.update_refs(self.git_dir, doomed, what=f"removing the refs of the source {name}")
+            if git.config_get(self.git_dir, "extensions.partialClone") == name:
+                # git asks this remote last for a missing object; another source takes its place. With
+                # none left the setting stays: it is what keeps git treating the cache as a partial clone.
+                remaining = [other for other in self.sources() if other.name != name and not other.legacy]
+                if remaining:
+                    git.config_set(self.git_dir, "extensions.partialClone", remaining[0].name)
+            git.config_remove_section(self.git_dir, f"remote.{name}")
+            git.config_remove_section(self.git_dir, f"{URL_SECTION}.{name}")
+            self._containing.clear()
+        return Removal(source, tags, branches, tuple(warnings))
 
     # -- file contents ----------------------------------------------------
 
@@ -329,15 +485,21 @@ class UpstreamCache:
             self._containing[commit] = tuple(names)
         return self._containing[commit]
 
-    def _blob_sources(self, commit: str, prefer: Sequence[str]) -> list[Source]:
+    def _blob_sources(self, commit: str, prefer: Sequence[str], incoming: Source | None = None) -> list[_BlobServer]:
         """Where to fetch ``commit``'s blobs from: sources that have the commit,
-        those in ``prefer`` first (the one its ref came from)."""
-        configured = [source for source in self.sources() if source.location]
+        those in ``prefer`` first (the one its ref came from). ``incoming`` is
+        a fetch not recorded yet that holds the commit: it stands in for the
+        source of its name, reached through the scratch remote."""
+        servers = [_BlobServer(source) for source in self.sources()
+                   if source.location and (incoming is None or source.name != incoming.name)]
         holding = set(self.sources_containing(commit))
+        if incoming is not None:
+            servers.insert(0, _BlobServer(incoming, scratch=True))
+            holding.add(incoming.name)
         rank = {name: number for number, name in enumerate(prefer)}
         # Sources without the commit are tried last: a mirror may hold its
         # objects without a ref to them.
-        return sorted(configured, key=lambda s: (s.name not in holding, rank.get(s.name, len(rank))))
+        return sorted(servers, key=lambda s: (s.source.name not in holding, rank.get(s.source.name, len(rank))))
 
     def missing_blobs(self, commit: str, rules: SparseRules) -> list[MissingBlob]:
         store = self.store()
@@ -347,34 +509,52 @@ class UpstreamCache:
             if not rules.excluded(path) and not store.has(oid)
         ]
 
-    def _fetch_blobs(self, object_ids: Sequence[str], commit: str, prefer: Sequence[str], *, why: str) -> None:
+    def _fetch_blobs(self, object_ids: Sequence[str], commit: str, prefer: Sequence[str], *, why: str,
+                     incoming: Source | None = None) -> None:
         """Fetch the blobs from the first source that has them all; if none
         does, raise the first source's error (it names what it lacks)."""
-        candidates = self._blob_sources(commit, prefer)
+        candidates = self._blob_sources(commit, prefer, incoming)
         if not candidates:
             raise UpstreamError(
                 f"the upstream cache has no source to fetch file contents {why} from",
                 hint="run `hiraishin upstream fetch` (or with --from <mirror>)",
             )
         failures: list[tuple[Source, CommandError]] = []
-        for source in candidates:
+        for server in candidates:
+            source = server.source
+            what = (f"fetching {len(object_ids)} file content(s) {why} from {source.name} "
+                    f"({display_location(source.location)})")
             try:
-                git.fetch_objects(
-                    self.git_dir, source.name, object_ids,
-                    what=f"fetching {len(object_ids)} file content(s) {why} from {source.name} "
-                    f"({display_location(source.location)})",
-                )
+                if server.scratch:
+                    self._fetch_objects_through_scratch(source.location, object_ids, what=what)
+                else:
+                    git.fetch_objects(self.git_dir, source.name, object_ids, what=what)
                 return
             except CommandError as exc:
                 get_logger().debug("%s could not serve them: %s", source.name, exc.message)
                 failures.append((source, exc))
         raise _BlobsUnavailable(failures)
 
-    def prefetch_blobs(self, commit: str, rules: SparseRules, *, prefer: Sequence[str] = ()) -> int:
+    def _fetch_objects_through_scratch(self, location: str, object_ids: Sequence[str], *, what: str) -> None:
+        """:func:`git.fetch_objects` from a location that is no configured remote yet: the
+        scratch remote of a fetch, which exists only on this command line (as in
+        :func:`git.fetch_as_promisor`), so the configuration is not written."""
+        settings = {"url": location, "promisor": "true", "partialclonefilter": "blob:none", "uploadpack": UPLOAD_PACK}
+        config = [arg for key, value in settings.items() for arg in ("-c", f"remote.{INCOMING_REMOTE}.{key}={value}")]
+        git.git(
+            self.git_dir, *git.NETWORK_CONFIG, *config, "-c", "fetch.negotiationAlgorithm=noop",
+            "fetch", "--quiet", INCOMING_REMOTE, "--no-tags", "--no-write-fetch-head",
+            "--recurse-submodules=no", "--filter=blob:none", "--stdin",
+            input="".join(f"{oid}\n" for oid in object_ids), env=git.NETWORK_ENV, what=what, limit=timeouts.NETWORK,
+        )
+
+    def prefetch_blobs(self, commit: str, rules: SparseRules, *, prefer: Sequence[str] = (),
+                       incoming: Source | None = None) -> int:
         """Fetch the blobs a sparse checkout of ``commit`` needs; returns how many.
 
         They come from a source that has ``commit``, those in ``prefer``
         first: a fork's commit from the fork, not from the pin's repository.
+        ``incoming``: a source being fetched, not yet recorded, asked first.
         """
         missing = self.missing_blobs(commit, rules)
         if not missing:
@@ -382,7 +562,7 @@ class UpstreamCache:
         get_logger().info("fetching %d file contents for %s", len(missing), commit[:12])
         try:
             self._fetch_blobs(sorted({blob.object_id for blob in missing}), commit, prefer,
-                              why=f"to check out {commit[:12]}")
+                              why=f"to check out {commit[:12]}", incoming=incoming)
         except _BlobsUnavailable as unavailable:
             source, exc = unavailable.failures[0]
             # The server names the first object it does not have; say which file that is.
@@ -440,16 +620,33 @@ class UpstreamCache:
 
         The sources that stand for the pin's url decide; when none of them
         has the ref (the pin's repository was never fetched, only a fork),
-        every source that has it must agree with the pin.
+        every source that has it must agree with the pin. A pin on a commit
+        itself (a rebase onto a commit hash) has no ref that could move.
         """
         store = self.store()
+        table = RefTable.read(store, self.sources())
+        found = None if _pinned_on_commit(pin) else table.lookup(pin.ref)
+        deciding = _deciding(table, found[1], pin) if found is not None else {}
         if not store.commit_exists(pin.commit):
+            if deciding:
+                # The ref is here and names something else: the recorded commit is wrong, or the ref moved
+                # to a history without it. "Run fetch" would not help either way.
+                where = "; ".join(f"{commit} in {name}" for name, commit in sorted(deciding.items()))
+                named = sorted(set(deciding.values()))
+                raise PinMismatchError(
+                    f"the pinned ref '{pin.ref}' names {where}, while {_pin_file(pin)} records {pin.commit}, "
+                    "which the upstream cache does not hold: a mistyped or moved commit",
+                    hint=f"if `commit` is mistyped, correct it in {_pin_file(pin)}"
+                    + (f" (the ref names {named[0]})" if len(named) == 1 else "")
+                    + f"; if {pin.ref} was moved upstream, re-pin deliberately: fetch a copy that still has "
+                    f"{pin.short}, then `hiraishin rebase --onto {pin.ref}`",
+                )
             raise UpstreamError(
                 f"the upstream cache {self.git_dir} does not hold the pinned commit {pin.commit}",
                 hint="run `hiraishin upstream fetch` (or with --from <mirror>)",
             )
-        table = RefTable.read(store, self.sources())
-        found = table.lookup(pin.ref)
+        if _pinned_on_commit(pin):
+            return PinCheck(self.sources_containing(pin.commit))
         if found is None:
             sources = ", ".join(table.sources) or "none"
             raise UpstreamError(
@@ -458,15 +655,13 @@ class UpstreamCache:
                 "`hiraishin upstream fetch --from <a mirror of it>`; if the ref was deleted upstream, "
                 "re-pin to a ref that exists",
             )
-        _, holders = found
-        own = {name: commit for name, commit in holders.items() if same_repository(table.sources[name].url, pin.url)}
-        deciding = own or holders
+        holders = found[1]
         moved = {name: commit for name, commit in deciding.items() if commit != pin.commit}
         if moved:
             where = "; ".join(f"{commit} in {name}" for name, commit in sorted(moved.items()))
             raise PinMismatchError(
                 f"the pinned ref '{pin.ref}' moved: it now names {where}, "
-                f"but {pin.source or 'the pin'} records {pin.commit}",
+                f"but {_pin_file(pin)} records {pin.commit}",
                 hint="a moved tag is never followed silently; review the new commit and re-pin deliberately "
                 "(`hiraishin rebase --onto <ref>`)",
             )
@@ -475,6 +670,103 @@ class UpstreamCache:
                 get_logger().warning("the source %s has its own %s, at %s (the pin's repository has %s)",
                                      name, pin.ref, commit[:12], pin.commit[:12])
         return PinCheck(tuple(sorted(deciding)))
+
+
+def _pinned_on_commit(pin: UpstreamPin) -> bool:
+    """The pin's ref is its commit itself (what a rebase onto a commit hash records)."""
+    return pin.ref == pin.commit
+
+
+def _pin_file(pin: UpstreamPin) -> str:
+    return str(pin.source) if pin.source else "the pin"
+
+
+def _deciding(table: RefTable, holders: dict[str, str], pin: UpstreamPin) -> dict[str, str]:
+    """Of the sources that have the pinned ref (source -> commit), those that say what it names: the
+    ones that stand for the pin's url, else (the pin's repository is not in the cache) all of them."""
+    own = {name: commit for name, commit in holders.items()
+           if name in table.sources and same_repository(table.sources[name].url, pin.url)}
+    return own or holders
+
+
+NOTHING_CHANGED = "nothing in the cache changed"
+
+
+def _refuse_unfit(source: Source, incoming: _Incoming, pin: UpstreamPin, *, shown: str, held_before: bool,
+                  known: bool, named: bool, url_claimed: bool) -> None:
+    """Refuse, before anything is written, a fetch whose refs would make ``source`` what it is not.
+
+    The pin's repository (and what is said, or taken, to be a mirror of it)
+    must carry the pin as pinned: the pinned ref at the pinned commit, or for
+    a pin on a commit, that commit. Any other repository must hold the pinned
+    commit (a fork), be a source already (standing for the same repository),
+    or be asked for by name; otherwise an unrelated repository would become a
+    permanent source by mistake.
+    ``url_claimed``: it was said (--url) to mirror the pin's repository.
+    """
+    anywhere = held_before or incoming.has_pin_commit
+    differs = incoming.pinned is not None and incoming.pinned != pin.commit and not _pinned_on_commit(pin)
+    if same_repository(source.url, pin.url):
+        if incoming.carries_pin:
+            return
+        not_a_copy = (f"if {shown} is not a copy of {pin.url}, fetch it without --url (with --name NAME it is kept "
+                      "as a source of its own); otherwise " if url_claimed else "")
+        if differs:
+            assert incoming.pinned is not None
+            raise _pinned_ref_differs(pin, shown, incoming.pinned, anywhere=anywhere, url_claimed=url_claimed)
+        if not incoming.has_pin_commit:
+            raise UpstreamError(
+                f"{shown} does not contain the pinned commit {pin.commit} ({pin.ref})"
+                + ("" if held_before else ", and no other source in the cache does"),
+                hint=f"{not_a_copy}fetch the repository the pin names ({pin.url}), or a mirror of it; "
+                f"{NOTHING_CHANGED}",
+            )
+        raise UpstreamError(
+            f"{shown} has no tag or branch '{pin.ref}' (the pinned ref), though it contains {pin.short}",
+            hint=f"{not_a_copy}if {pin.ref} was deleted upstream, re-pin to a ref that exists (`hiraishin rebase "
+            f"--onto REF`), or pin the commit itself (`ref = \"{pin.commit}\"` in {_pin_file(pin)}); "
+            f"{NOTHING_CHANGED}",
+        )
+    if incoming.has_pin_commit or known or named:
+        return
+    if differs and not anywhere:
+        assert incoming.pinned is not None
+        raise _pinned_ref_differs(pin, shown, incoming.pinned, anywhere=False, url_claimed=False)
+    raise UpstreamError(
+        f"{shown} does not contain the pinned commit {pin.commit} ({pin.ref}): it is neither the pin's "
+        "repository nor a fork of it" + (f" (its own '{pin.ref}' names {incoming.pinned})" if differs else ""),
+        hint=f"to keep it as a source of its own all the same, name it: `hiraishin upstream fetch --from {shown} "
+        f"--name NAME`; {NOTHING_CHANGED}",
+    )
+
+
+def _pinned_ref_differs(pin: UpstreamPin, shown: str, found: str, *, anywhere: bool,
+                        url_claimed: bool) -> PinMismatchError:
+    """A fetch whose pinned ref names another commit than the pin records, in words that say why
+    that may be: a commit that exists nowhere (mistyped), a repository that is not the one claimed,
+    or a ref that moved."""
+    message = f"the pinned ref '{pin.ref}' names {found} in {shown}, but {_pin_file(pin)} records {pin.commit}"
+    if not anywhere:
+        message += f", which neither {shown} nor the upstream cache holds: a mistyped or moved commit"
+        hint = (f"if `commit` is mistyped, correct it in {_pin_file(pin)} (to {found} if that is the one meant); "
+                f"if {shown} is another repository, fetch it with --name NAME to keep it as a source of its own")
+    elif url_claimed:
+        message += f": {shown} is not a copy of {pin.url} as pinned, or the ref moved there"
+        hint = (f"if {shown} is another repository, fetch it without --url (with --name NAME it is kept as a "
+                "source of its own)")
+    else:
+        message += ": the ref moved"
+        hint = (f"a moved ref is never followed silently: review {found[:12]}, then re-pin deliberately with "
+                f"`hiraishin rebase --onto {found}` (in a cache that holds {pin.short}), or first pin the commit "
+                f"itself (`ref = \"{pin.commit}\"` in {_pin_file(pin)}) so that fetches go through")
+    return PinMismatchError(f"{message}; {NOTHING_CHANGED}", hint=hint)
+
+
+@dataclass(frozen=True)
+class _BlobServer:
+    source: Source
+    scratch: bool = False
+    """Reached through the scratch remote: a fetch whose source is not recorded yet."""
 
 
 class _BlobsUnavailable(Exception):
@@ -518,17 +810,24 @@ def identify(
 ) -> Source:
     """Which source a fetch from ``fetch_url`` fills.
 
-    The repository it stands for: ``url`` when given; the pin's url when it
-    is that repository or a mirror of it (it carries the pinned tag at the
-    pinned commit); else its own location. The source is then the one that
+    The repository it stands for: ``url`` when given; else what the source
+    fetched from the same location as a mirror was recorded to stand for;
+    the pin's url when it is that repository or a mirror of it (it carries
+    the pinned tag at the pinned commit); else its own location. The source is then the one that
     already stands for that repository, or a new one named ``name`` or after
     the repository. Refused: a name taken by another repository (unless this
     is the same location, now said to mirror ``url``), or a repository that
     is already a source under another name.
     """
     shown = display_location(fetch_url)
+    fetched_here = next((source for source in existing
+                         if same_repository(source.location, fetch_url) and name in (None, source.name)), None)
     if url:
         stands_for = url
+    elif fetched_here is not None and fetched_here.url and fetched_here.mirrored:
+        # Fetched from here before as a mirror: it still stands for what it was recorded to stand for
+        # (its --url, or the pin's url it carried then), not for the path it is fetched from.
+        stands_for = fetched_here.url
     elif same_repository(fetch_url, pin.url) or carries_pin:
         stands_for = pin.url
     else:

@@ -15,7 +15,7 @@ A source records two places:
   a mirror that is the public URL given with ``upstream fetch --from MIRROR
   --url URL``; a mirror that carries the pinned tag at the pinned commit is
   taken for a mirror of the pin's url; any other source stands for its own
-  location.
+  location. A mirror fetched again keeps what it was recorded to stand for.
 
 Caches made before sources existed have one remote, ``origin``, whose tags
 are directly under ``refs/tags/``; they are read as the source ``origin``
@@ -89,13 +89,54 @@ def fetch_refspecs(name: str) -> tuple[str, str]:
     return (f"+refs/tags/*:{SOURCES_REFS}{name}/tags/*", f"+refs/heads/*:{SOURCES_REFS}{name}/heads/*")
 
 
+NAME_RULE = "letters, digits, '.', '_' and '-', starting with a letter or digit (e.g. owner-repo)"
+
+
+def name_is_valid(name: str) -> bool:
+    return bool(_NAME.match(name)) and not name.endswith((".lock", ".")) and ".." not in name
+
+
 def validate_name(name: str) -> str:
-    if not _NAME.match(name) or name.endswith((".lock", ".")) or ".." in name:
-        raise UpstreamError(
-            f"'{name}' cannot name a source",
-            hint="use letters, digits, '.', '_' and '-', starting with a letter or digit (e.g. owner-repo)",
-        )
+    if not name_is_valid(name):
+        raise UpstreamError(f"'{name}' cannot name a source", hint=f"use {NAME_RULE}")
     return name
+
+
+# A URL scheme as RFC 3986 spells it; git runs a remote helper for any it has no transport of its own for.
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*$")
+
+
+def url_problem(url: str) -> str | None:
+    """What keeps ``url`` from being a repository URL git understands, or None.
+
+    Accepted: ``scheme://host/path`` (``file:///path`` for a repository on this
+    machine), scp-like ``[user@]host:path``, and a remote helper's
+    ``transport::address``. A bare path is refused: a source's url says which
+    repository it stands for to anyone, not where this machine keeps a copy.
+    """
+    if not url.strip():
+        return "it is empty"
+    helper, separator, address = url.partition("::")
+    if separator and "/" not in helper and ":" not in helper:
+        return None if _SCHEME.match(helper) and address else "it names no remote helper and address (transport::address)"
+    if any(character.isspace() for character in url):
+        return "it contains white space (a URL spells a space %20)"
+    scheme, separator, rest = url.partition("://")
+    if separator:
+        if not _SCHEME.match(scheme):
+            return f"'{scheme}' is not a URL scheme"
+        parsed = urllib.parse.urlparse(url)
+        if scheme.lower() != "file" and not parsed.netloc:
+            return "it names no host (scheme://host/path)"
+        if not parsed.path.strip("/"):
+            return "it names no repository: nothing follows the host (scheme://host/path)"
+        return None
+    scp = _scp_like(url)
+    if scp:
+        return None if scp.group(2).strip("/") else "it names no repository: nothing follows the ':' ([user@]host:path)"
+    if url.startswith(("/", "~", ".")):
+        return "it is a path, not a URL (a repository on this machine is file:///path)"
+    return "it is neither scheme://host/path nor scp-like [user@]host:path"
 
 
 def display_location(url: str) -> str:

@@ -56,7 +56,7 @@ def both(mirrors: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -
     assert pin.url == PIN_URL, "these tests describe the pin in the pin's repository"
     cache = UpstreamCache(tmp_path_factory.mktemp("cache-pin-then-other"))
     cache.fetch(str(mirrors[0]), pin, url=PIN_URL)
-    cache.fetch(str(mirrors[1]), pin, url=OTHER_URL)
+    cache.fetch(str(mirrors[1]), pin, url=OTHER_URL, name=OTHER)
     return cache
 
 
@@ -78,13 +78,13 @@ def test_verify_passes_after_both_sources_in_either_order(mirrors: tuple[Path, P
     fetches = [(mirrors[0], PIN_URL), (mirrors[1], OTHER_URL)]
     if order == "other-first":
         fetches.reverse()
-        other = cache.fetch(str(mirrors[1]), pin, url=OTHER_URL)
-        # kept, though it lacks the pinned commit: its tags are what it is fetched for
+        other = cache.fetch(str(mirrors[1]), pin, url=OTHER_URL, name=OTHER)
+        # kept, named, though it lacks the pinned commit: its tags are what it is fetched for
         assert not other.has_pin_commit and other.tags >= 1
         with pytest.raises(UpstreamError, match="does not hold the pinned commit"):
             cache.verify(pin)
     for mirror, url in fetches + fetches:  # and each again: nothing of the pin's goes
-        cache.fetch(str(mirror), pin, url=url)
+        cache.fetch(str(mirror), pin, url=url, name=OTHER if url == OTHER_URL else None)
         if (mirror, url) == fetches[0] and order == "pin-first":
             assert cache.verify(pin).sources == (PIN_SOURCE,)
     assert cache.verify(pin).sources == (PIN_SOURCE,)

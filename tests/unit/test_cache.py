@@ -18,7 +18,8 @@ from hiraishin_build.errors import (
     UpstreamError,
 )
 from hiraishin_build.git import ObjectStore
-from hiraishin_build.sources import RefKind
+from hiraishin_build.pin import write_pin
+from hiraishin_build.sources import RefKind, Source
 from hiraishin_build.stack import apply_stack
 from hiraishin_build.tags import all_tags
 
@@ -65,16 +66,41 @@ def test_moved_tag_is_refused_with_both_hashes(tmp_path: Path, upstream: Upstrea
     project = make_project(tmp_path / "project", upstream)
     pin = project.pin()
     cache.fetch(str(upstream.path), pin)
+    before = refs_and_config(cache)
     sh_git(upstream.path, "tag", "-f", "-a", "-m", "moved", upstream.tag, "HEAD")
     moved_to = sh_git(upstream.path, "rev-parse", "HEAD")
+    # Refused before anything is written: the cache still vouches for the pin.
     with pytest.raises(PinMismatchError) as info:
         cache.fetch(str(upstream.path), pin)
-        cache.verify(pin)
-    assert moved_to in str(info.value) and pin.commit in str(info.value)
-    # A moved tag is refused by every command that uses the pin.
-    with pytest.raises(PinMismatchError):
+    assert info.value.message == (f"the pinned ref '{upstream.tag}' names {moved_to} in {upstream.path}, but "
+                                  f"{project.pin_file} records {pin.commit}: the ref moved; nothing in the cache changed")
+    assert f"`hiraishin rebase --onto {moved_to}`" in (info.value.hint or "")
+    assert refs_and_config(cache) == before
+    assert cache.verify(pin).sources == ("upstream",)
+    # Its objects came all the same, so the rebase the hint names finds the commit.
+    assert ObjectStore(cache.git_dir).commit_exists(moved_to)
+    # A pin whose ref names another commit of the cache is refused by every command that uses the pin.
+    write_pin(project.pin_file, pin.moved_to(pin.ref, upstream.base))
+    with pytest.raises(PinMismatchError, match=f"it now names {pin.commit} in upstream"):
         apply_stack(project, cache, tmp_path / "wd")
     assert not (tmp_path / "wd").exists()
+
+
+def test_a_pin_on_the_commit_itself_lets_fetches_through_a_moved_tag(
+    tmp_path: Path, upstream: Upstream, cache: UpstreamCache,
+) -> None:
+    """The other way out the refusal names: pin the commit itself, then re-pin when ready."""
+    project = make_project(tmp_path / "project", upstream)
+    pin = project.pin()
+    cache.fetch(str(upstream.path), pin)
+    sh_git(upstream.path, "tag", "-f", "-a", "-m", "moved", upstream.tag, "HEAD")
+    on_commit = pin.moved_to(pin.commit, pin.commit)
+    fetched = cache.fetch(str(upstream.path), on_commit)
+    assert fetched.moved == ((upstream.tag, pin.commit, sh_git(upstream.path, "rev-parse", "HEAD")),)
+    assert cache.verify(on_commit).sources == ("upstream",)
+    # A commit no source has is still refused.
+    with pytest.raises(UpstreamError, match="does not contain the pinned commit"):
+        cache.fetch(str(upstream.path), pin.moved_to("0" * 40, "0" * 40))
 
 
 def test_verify_without_cache_says_how_to_fill_it(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
@@ -90,17 +116,28 @@ def test_source_without_the_pinned_commit(tmp_path: Path, upstream: Upstream, ca
     sh_git(other, "init", "-q")
     sh_git(other, "commit", "-q", "--allow-empty", "-m", "unrelated")
     pin = project.pin()
-    # Another repository may lack it: it is kept (its tags are what it was fetched for), the pin is not verified.
-    kept = cache.fetch(str(other), pin)
-    assert not kept.has_pin_commit and kept.source.name == "other"
+    # An unrelated repository does not become a source by mistake: refused, and the failed first
+    # fetch leaves no cache behind.
+    with pytest.raises(UpstreamError) as refused:
+        cache.fetch(str(other), pin)
+    assert refused.value.message == (f"{other} does not contain the pinned commit {pin.commit} (b101): "
+                                     "it is neither the pin's repository nor a fork of it")
+    assert refused.value.hint == (f"to keep it as a source of its own all the same, name it: "
+                                  f"`hiraishin upstream fetch --from {other} --name NAME`; nothing in the cache changed")
+    assert not cache.exists()
+    # Asked for by name, it is kept (its tags are what it was fetched for); the pin is not verified.
+    kept = cache.fetch(str(other), pin, name="other")
+    assert not kept.has_pin_commit and kept.source == Source("other", str(other), other.as_uri())
     with pytest.raises(UpstreamError, match="does not hold the pinned commit"):
         cache.verify(pin)
-    # The pin's own repository may not: refused, and the cache keeps what it had.
-    before = sh_git(cache.git_dir, "for-each-ref", "--format=%(refname) %(objectname)")
+    # Fetched again, it is a source already: no name needed.
+    assert cache.fetch(str(other), pin).source.name == "other"
+    # The pin's own repository may not lack it: refused, and the cache keeps what it had.
+    before = refs_and_config(cache)
     with pytest.raises(UpstreamError, match="does not contain the pinned commit") as info:
         cache.fetch(str(other), pin, name="pins-own", url=pin.url)
     assert "nothing in the cache changed" in (info.value.hint or "")
-    assert sh_git(cache.git_dir, "for-each-ref", "--format=%(refname) %(objectname)") == before
+    assert refs_and_config(cache) == before
 
 
 def test_source_lacking_a_needed_blob_names_the_file(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
@@ -386,11 +423,22 @@ def test_the_reason_a_source_is_unreachable(output: str, reason: str) -> None:
 # -- verify and require_complete, offline ---------------------------------------------
 
 def test_verify_a_pin_whose_commit_the_cache_lacks(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
-    pin = make_project(tmp_path / "project", upstream).pin()
+    project = make_project(tmp_path / "project", upstream)
+    pin = project.pin()
     cache.fetch(str(upstream.path), pin)
+    # The ref is there and names another commit: a mistyped (or moved) commit, not a cache to fill.
     absent = pin.moved_to(pin.ref, "0123456789abcdef0123456789abcdef01234567")
-    with pytest.raises(UpstreamError) as info:
+    with pytest.raises(PinMismatchError) as info:
         cache.verify(absent)
+    assert info.value.message == (f"the pinned ref 'b101' names {pin.commit} in upstream, while {project.pin_file} "
+                                  "records 0123456789abcdef0123456789abcdef01234567, which the upstream cache "
+                                  "does not hold: a mistyped or moved commit")
+    assert info.value.hint == (f"if `commit` is mistyped, correct it in {project.pin_file} (the ref names "
+                               f"{pin.commit}); if b101 was moved upstream, re-pin deliberately: fetch a copy that "
+                               "still has 0123456789ab, then `hiraishin rebase --onto b101`")
+    # Neither the ref nor the commit: the cache lacks the pin.
+    with pytest.raises(UpstreamError) as info:
+        cache.verify(absent.moved_to("b999", absent.commit))
     assert info.value.message == (f"the upstream cache {cache.git_dir} does not hold the pinned commit "
                                   "0123456789abcdef0123456789abcdef01234567")
     assert info.value.hint == "run `hiraishin upstream fetch` (or with --from <mirror>)"
@@ -640,6 +688,8 @@ def test_a_blob_a_mirror_lacks_is_named_in_full(tmp_path: Path, upstream: Upstre
                                   f"{pin.commit[:12]}; sources tried: upstream)")
     assert info.value.hint == ("if no build needs it, add the path to [checkout] exclude in recipes/upstream.toml; "
                                "otherwise fetch from a complete copy of the upstream")
+    # The contents are checked before anything is written: the failed first fetch left no cache.
+    assert not cache.exists()
 
 
 def test_a_moved_tag_is_said_when_fetched(
@@ -708,3 +758,206 @@ def test_a_tag_that_named_no_commit_and_now_names_one_is_said_to_move(
     sh_git(upstream.path, "tag", "-f", "odd", "HEAD")
     result = cache.fetch(str(upstream.path), pin)
     assert result.moved == (("odd", "", sh_git(upstream.path, "rev-parse", "HEAD")),)
+
+
+# -- what a fetch checks before it writes anything -------------------------------------------------
+
+def test_a_repository_said_to_be_the_pins_that_is_not_changes_nothing(
+    tmp_path: Path, upstream: Upstream, fork: Upstream, cache: UpstreamCache,
+) -> None:
+    """Observed: --url <the pin's url> on a repository with its own pinned tag rewrote the pin source's
+    tags ("2 gone, 1 moved") before the pin check failed, and the cache failed every command after."""
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    before = refs_and_config(cache)
+    sh_git(fork.path, "tag", "-a", "-m", "the fork's own b101", upstream.tag, fork.commit)
+    with pytest.raises(PinMismatchError) as info:
+        cache.fetch(str(fork.path), pin, url=pin.url)
+    assert info.value.message == (
+        f"the pinned ref 'b101' names {fork.commit} in {fork.path}, but {pin.source} records {pin.commit}: "
+        f"{fork.path} is not a copy of {pin.url} as pinned, or the ref moved there; nothing in the cache changed")
+    assert info.value.hint == (f"if {fork.path} is another repository, fetch it without --url (with --name NAME "
+                               "it is kept as a source of its own)")
+    assert refs_and_config(cache) == before
+    assert cache.verify(pin).sources == ("upstream",)
+    # One that lacks the pinned tag altogether, said to be the pin's: refused as well.
+    sh_git(fork.path, "tag", "-d", upstream.tag)
+    with pytest.raises(UpstreamError) as info:
+        cache.fetch(str(fork.path), pin, url=pin.url)
+    assert info.value.message == (f"{fork.path} has no tag or branch 'b101' (the pinned ref), though it contains "
+                                  f"{pin.short}")
+    assert (info.value.hint or "").startswith(f"if {fork.path} is not a copy of {pin.url}, fetch it without --url")
+    assert refs_and_config(cache) == before
+    # As what it is, a fork, it is welcome.
+    assert cache.fetch(str(fork.path), pin).source.name == "fork"
+
+
+def test_a_mistyped_pin_commit_is_said_and_the_mirror_keeps_its_url(
+    tmp_path: Path, upstream: Upstream, cache: UpstreamCache,
+) -> None:
+    """Observed: with a mistyped commit, a fetch from the mirror the pin's source is fetched from
+    relabelled that source as standing for the mirror's path."""
+    project = make_project(tmp_path / "project", upstream)
+    pin = project.pin()
+    # A mirror whose path gives the name the pin's url gives: .../upstream/repo -> upstream.
+    mirror = tmp_path / "mirrors" / "upstream" / "repo"
+    sh_git(tmp_path, "clone", "-q", "--bare", str(upstream.path), str(mirror))
+    assert cache.fetch(str(mirror), pin).source == Source("upstream", pin.url, mirror.as_uri())
+    before = refs_and_config(cache)
+    typo = pin.moved_to(pin.ref, pin.commit[:-4] + "0000")
+    with pytest.raises(PinMismatchError) as info:
+        cache.fetch(str(mirror), typo)
+    assert info.value.message == (
+        f"the pinned ref 'b101' names {pin.commit} in {mirror}, but {project.pin_file} records {typo.commit}, "
+        f"which neither {mirror} nor the upstream cache holds: a mistyped or moved commit; nothing in the cache changed")
+    assert (info.value.hint or "").startswith(
+        f"if `commit` is mistyped, correct it in {project.pin_file} (to {pin.commit} if that is the one meant)")
+    assert refs_and_config(cache) == before
+    assert [(s.name, s.url) for s in cache.sources()] == [("upstream", pin.url)]
+    # Fetched again by name, the mirror is still taken for the pin's repository (no --url was given):
+    # a tag moved there is said to have moved.
+    sh_git(mirror, "tag", "-f", "-a", "-m", "moved", "b101", upstream.base)
+    with pytest.raises(PinMismatchError) as moved:
+        cache.refetch("upstream", pin)
+    assert moved.value.message.endswith(": the ref moved; nothing in the cache changed")
+    assert refs_and_config(cache) == before
+    # Into an empty cache: the same words, and no cache is left behind.
+    fresh = UpstreamCache(tmp_path / "fresh")
+    with pytest.raises(PinMismatchError, match="a mistyped or moved commit"):
+        fresh.fetch(str(mirror), typo)
+    assert not fresh.exists()
+
+
+def test_a_refused_fetch_leaves_a_legacy_cache_unmoved(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    make_legacy_cache(cache, upstream.path)
+    before = refs_and_config(cache)
+    other = tmp_path / "other"
+    other.mkdir()
+    sh_git(other, "init", "-q")
+    sh_git(other, "commit", "-q", "--allow-empty", "-m", "unrelated")
+    with pytest.raises(UpstreamError, match="neither the pin's repository nor a fork of it"):
+        cache.fetch(str(other), pin)
+    assert refs_and_config(cache) == before
+    assert cache.verify(pin).sources == ("origin",)
+
+
+def test_contents_no_source_can_serve_are_refused_before_the_refs_change(
+    tmp_path: Path, upstream: Upstream, cache: UpstreamCache,
+) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    other = tmp_path / "other"
+    other.mkdir()
+    sh_git(other, "init", "-q")
+    sh_git(other, "commit", "-q", "--allow-empty", "-m", "unrelated")
+    cache.fetch(str(other), pin, name="other")
+    before = refs_and_config(cache)
+    mirror = bare_mirror(tmp_path, upstream)
+    drop_object(mirror, dict(ObjectStore(mirror).blobs(pin.commit))["tools/server/server.cpp"])
+    with pytest.raises(UpstreamError, match="lacks the content of tools/server/server.cpp"):
+        cache.fetch(str(mirror), pin)
+    assert refs_and_config(cache) == before
+
+
+def test_an_unusable_cache_directory_is_named_before_any_work(
+    tmp_path: Path, upstream: Upstream, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hiraishin_build.errors import PathError
+
+    pin = make_project(tmp_path / "project", upstream).pin()
+    probed: list[str] = []
+    monkeypatch.setattr(git, "ls_remote", lambda url, **kwargs: probed.append(url) or [])
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv(cache_module.CACHE_ENV, str(blocker / "cache"))
+    with pytest.raises(PathError) as info:
+        UpstreamCache().fetch(str(upstream.path), pin)
+    assert info.value.message.startswith(f"the upstream cache directory {blocker / 'cache'} cannot be written: ")
+    assert info.value.hint == "give HIRAISHIN_CACHE_DIR a directory you can write to"
+    with pytest.raises(PathError) as info:
+        UpstreamCache(blocker / "cache").fetch(str(upstream.path), pin)
+    assert info.value.hint == "give --cache-dir (or HIRAISHIN_CACHE_DIR) a directory you can write to"
+    assert probed == []
+
+
+# -- removing a source ------------------------------------------------------------------------------
+
+def test_remove_a_source_keeps_its_objects_and_says_how_to_get_it_back(
+    tmp_path: Path, upstream: Upstream, fork: Upstream, cache: UpstreamCache,
+) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    cache.fetch(str(upstream.path), pin)
+    cache.fetch(str(fork.path), pin, url="https://example.org/someone/fork", name="fork")
+    removed = cache.remove("fork", pin)
+    assert (removed.source.name, removed.tags, removed.branches, removed.warnings) == ("fork", 1, 1, ())
+    assert removed.fetch_again == (f"hiraishin upstream fetch --from {fork.path} --url https://example.org/someone/fork "
+                                   "--name fork")
+    assert [s.name for s in cache.sources()] == ["upstream"]
+    refs = sh_git(cache.git_dir, "for-each-ref", "--format=%(refname)").splitlines()
+    assert not [ref for ref in refs if ref.startswith("refs/sources/fork/")]
+    assert git.config_get_regexp(cache.git_dir, r"\.fork\.") == []
+    assert ObjectStore(cache.git_dir).commit_exists(fork.commit)  # a later fetch is cheap
+    cache.verify(pin)
+    back = cache.fetch(str(fork.path), pin, url="https://example.org/someone/fork", name="fork")
+    assert back.added == ("fork-b200",) and back.source.url == "https://example.org/someone/fork"
+
+
+def test_remove_refuses_what_is_not_there_and_the_last_copy_of_the_pin(
+    tmp_path: Path, upstream: Upstream, fork: Upstream, cache: UpstreamCache,
+) -> None:
+    pin = make_project(tmp_path / "project", upstream).pin()
+    with pytest.raises(UpstreamError) as info:
+        cache.remove("upstream", pin)
+    assert info.value.message == f"no source named 'upstream': the upstream cache {cache.git_dir} does not exist"
+    cache.fetch(str(upstream.path), pin)
+    before = refs_and_config(cache)
+    with pytest.raises(UpstreamError) as info:
+        cache.remove("upstrem", pin)
+    assert info.value.message == "no source named 'upstrem' in the upstream cache, nothing to remove (sources: upstream)"
+    assert info.value.hint == "did you mean 'upstream'? `hiraishin upstream show` lists them"
+    with pytest.raises(UpstreamError) as info:
+        cache.remove("upstream", pin)
+    assert info.value.message == (f"'upstream' is the only source of the upstream cache with the pinned commit "
+                                  f"{pin.short} (b101): without it the cache can neither check out the pin nor fetch "
+                                  "its files")
+    assert "--force" in (info.value.hint or "")
+    assert refs_and_config(cache) == before
+    # With a fork that has the commit, the pin's repository may go, with a word on what that costs.
+    cache.fetch(str(fork.path), pin)
+    removed = cache.remove("upstream", pin)
+    assert removed.warnings == ("no source has the pinned ref 'b101' now: `hiraishin upstream verify` fails until "
+                                "the pin's repository is fetched again",)
+    assert git.config_get(cache.git_dir, "extensions.partialClone") == "fork"
+    # The last one, with --force: the cache stays a partial clone for git.
+    forced = cache.remove("fork", pin, force=True)
+    assert forced.warnings[0].startswith(f"no source has the pinned commit {pin.short} now")
+    assert cache.sources() == [] and git.config_get(cache.git_dir, "extensions.partialClone") == "fork"
+    again = cache.fetch(str(upstream.path), pin)
+    assert again.source.name == "upstream" and cache.verify(pin).sources == ("upstream",)
+
+
+def test_remove_on_the_command_line_prints_what_went_and_the_way_back(
+    tmp_path: Path, upstream: Upstream, fork: Upstream, cache: UpstreamCache,
+) -> None:
+    import shlex
+
+    from ..helpers import hiraishin
+
+    project = make_project(tmp_path / "project", upstream)
+    cache.fetch(str(upstream.path), project.pin())
+    cache.fetch(str(fork.path), project.pin())
+    removed = hiraishin("upstream", "remove", "fork", cwd=project.root)
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout.splitlines() == [
+        f"removed the source fork: {fork.path}",
+        "  1 tag(s) and 1 branch(es) gone; its objects stay in the cache",
+        f"to get it back: hiraishin upstream fetch --from {fork.path} --name fork",
+    ]
+    way_back = shlex.split(removed.stdout.splitlines()[-1].removeprefix("to get it back: hiraishin "))
+    back = hiraishin(*way_back, cwd=project.root)
+    assert back.returncode == 0, back.stderr
+    assert "source fork:" in back.stdout and "(1 new)" in back.stdout
+    # The pin's repository may go while the fork still has the pinned commit; the command says what that costs.
+    forced = hiraishin("upstream", "remove", "upstream", cwd=project.root)
+    assert forced.returncode == 0, forced.stderr  # the fork has the pinned commit too
+    assert "warning: no source has the pinned ref 'b101' now" in forced.stderr

@@ -9,7 +9,15 @@ import pytest
 from hiraishin_build.cache import identify
 from hiraishin_build.errors import UpstreamError
 from hiraishin_build.pin import UpstreamPin
-from hiraishin_build.sources import Source, derive_name, display_location, same_repository, validate_name
+from hiraishin_build.sources import (
+    Source,
+    derive_name,
+    display_location,
+    name_is_valid,
+    same_repository,
+    url_problem,
+    validate_name,
+)
 
 PIN_URL = "https://github.com/TheTom/llama-cpp-turboquant.git"
 FORK_URL = "https://github.com/AtomicBot-ai/atomic-llama-cpp-turboquant"
@@ -49,6 +57,7 @@ def test_bad_source_names_are_refused(bad: str) -> None:
     with pytest.raises(UpstreamError, match="cannot name a source") as info:
         validate_name(bad)
     assert info.value.hint
+    assert not name_is_valid(bad)
 
 
 def test_same_repository(tmp_path: Path) -> None:
@@ -103,3 +112,45 @@ def test_the_same_mirror_may_say_later_what_it_mirrors() -> None:
     existing = [Source("AtomicBot-ai-atomic-llama-cpp-turboquant", display_location(FORK_MIRROR), FORK_MIRROR)]
     source = identify(existing, FORK_MIRROR, PIN, carries_pin=False, url=FORK_URL)
     assert (source.name, source.url) == ("AtomicBot-ai-atomic-llama-cpp-turboquant", FORK_URL)
+
+
+def test_a_mirror_fetched_again_keeps_what_it_was_recorded_to_stand_for() -> None:
+    """Observed: fetched again without --url (the pin's commit mistyped, so it no longer carried the pin),
+    a mirror of the pin's repository was relabelled as standing for its own path."""
+    existing = [Source("TheTom-llama-cpp-turboquant", PIN_URL, MIRROR)]
+    again = identify(existing, MIRROR, PIN, carries_pin=False)
+    assert (again.name, again.url, again.location) == ("TheTom-llama-cpp-turboquant", PIN_URL, MIRROR)
+    told = [Source("fork", FORK_URL, FORK_MIRROR)]
+    assert identify(told, FORK_MIRROR, PIN, carries_pin=False).url == FORK_URL
+    # --url still says otherwise.
+    assert identify(told, FORK_MIRROR, PIN, carries_pin=False, url=PIN_URL).url == PIN_URL
+    # Recorded as standing for its own path (the default), it may later be found to carry the pin.
+    itself = [Source("mirror", display_location(MIRROR), MIRROR)]
+    assert identify(itself, MIRROR, PIN, carries_pin=True).url == PIN_URL
+
+
+@pytest.mark.parametrize(
+    "url",
+    [PIN_URL, FORK_URL, "git@github.com:owner/name.git", "github.com:owner/name", "ssh://git@host:2222/srv/r.git",
+     "git://127.0.0.1:9418/r", "file:///srv/mirror/r.git", "http://[::1]/r", "hg::https://example.org/r"],
+)
+def test_urls_git_understands(url: str) -> None:
+    assert url_problem(url) is None
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("not-a-url", "it is neither scheme://host/path nor scp-like [user@]host:path"),
+        ("", "it is empty"),
+        ("/srv/mirror/r.git", "it is a path, not a URL (a repository on this machine is file:///path)"),
+        ("https://", "it names no host (scheme://host/path)"),
+        ("https://github.com/", "it names no repository: nothing follows the host (scheme://host/path)"),
+        ("github.com:", "it names no repository: nothing follows the ':' ([user@]host:path)"),
+        ("https://github.com/a b", "it contains white space (a URL spells a space %20)"),
+        ("1x://host/r", "'1x' is not a URL scheme"),
+        ("::r", "it names no remote helper and address (transport::address)"),
+    ],
+)
+def test_what_is_wrong_with_a_url(url: str, problem: str) -> None:
+    assert url_problem(url) == problem
