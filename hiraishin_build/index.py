@@ -33,21 +33,26 @@ import shlex
 import shutil
 import urllib.parse
 import zipfile
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pkginfo
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.tags import Tag
+from packaging.utils import BuildTag, InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
-from .errors import IndexBuildError
-from .fsutil import atomic_write_bytes, staged_directory
+from .errors import IndexBuildError, PathError
+from .fsutil import atomic_write_bytes, staged_directory, writable_directory
 from .log import get_logger
 
 PROJECT = "hiraishin-llama"
 # Where a wheel's dependencies (numpy, gguf, the NVIDIA runtime wheels) come from.
 PYPI = "https://pypi.org/simple"
+# What a wheel's file name looks like (PEP 427), for the message that refuses another name.
+WHEEL_NAME_FORM = ("NAME-VERSION-PYTHON-ABI-PLATFORM.whl, as `hiraishin wheel` names them: "
+                   "hiraishin_llama-10400.13+cpu-py3-none-manylinux_2_35_x86_64.whl")
 
 
 @dataclass(frozen=True)
@@ -99,22 +104,61 @@ class IndexResult:
 
 def variant_of(filename: str) -> str | None:
     """``hiraishin_llama-9079.2+cu12.sm89-...whl`` -> ``cu12-sm89``; None without a local label."""
-    _, version, _, _ = parse_wheel_filename(filename)
+    _, version, _, _ = parse_name(Path(filename))
     return version.local.replace(".", "-") if version.local else None
 
 
-def read_wheel(path: Path, variant: str) -> IndexedWheel:
-    """Read and check a wheel: its name, its METADATA (pkginfo), and that both name the same release."""
+def parse_name(path: Path) -> tuple[NormalizedName, Version, BuildTag, frozenset[Tag]]:
+    """The parts of a wheel's file name (name, version, build, tags); a name that is not a wheel's is refused."""
     try:
-        name, version, _, _ = parse_wheel_filename(path.name)
+        return parse_wheel_filename(path.name)
+    except InvalidWheelFilename as error:
+        raise IndexBuildError(f"{path}: not a wheel's file name ({error})",
+                              hint=f"a wheel is named {WHEEL_NAME_FORM}; rename it, or remove it from the "
+                                   "directory; nothing was written") from None
+
+
+def broken_member(archive: zipfile.ZipFile) -> tuple[str, str] | None:
+    """The first member that does not read back as the zip records it, with why; None when all do.
+
+    A wheel damaged inside (a bad disk, a download cut and patched) still opens and
+    has its METADATA; only reading every member finds it. ``ZipFile.testzip`` would
+    not name one whose compressed data stops decompressing (a zlib error, not a
+    BadZipFile): it raises instead.
+    """
+    for entry in archive.infolist():
+        try:
+            with archive.open(entry) as member:
+                while member.read(1 << 20):
+                    pass
+        except zipfile.BadZipFile:
+            return entry.filename, "its bytes do not match the CRC the zip records for them"
+        except (zlib.error, EOFError):
+            return entry.filename, "its compressed data is damaged and does not decompress"
+        except NotImplementedError as error:
+            return entry.filename, f"it cannot be read ({error})"
+    return None
+
+
+def read_wheel(path: Path, variant: str) -> IndexedWheel:
+    """Read and check a wheel: its name, its METADATA (pkginfo), that both name the same release, and that
+    every member reads back as it was written."""
+    name, version, _, _ = parse_name(path)
+    try:
         metadata = pkginfo.Wheel(str(path))
         raw = metadata.read()
         with zipfile.ZipFile(path) as archive:
             info_names = [n for n in archive.namelist() if n.endswith("/build_info.json") and n.count("/") == 1]
             build_info = json.loads(archive.read(info_names[0])) if info_names else {}
-    except (InvalidWheelFilename, zipfile.BadZipFile, ValueError, OSError, KeyError) as error:
+            broken = broken_member(archive)
+    except (zipfile.BadZipFile, ValueError, OSError, KeyError, zlib.error, EOFError) as error:
         raise IndexBuildError(f"{path}: not a wheel ({error})",
                               hint="rebuild it, or remove it from the directory; nothing was written") from None
+    if broken is not None:
+        member, why = broken
+        raise IndexBuildError(f"{path}: its member {member} is corrupt: {why}",
+                              hint="rebuild the wheel or download it again, or remove it from the directory; "
+                                   "nothing was written")
     if canonicalize_name(metadata.name or "") != name or Version(metadata.version or "0") != version:
         raise IndexBuildError(f"{path}: its METADATA says {metadata.name} {metadata.version}, its name says "
                               f"{name} {version}", hint="rebuild it; nothing was written")
@@ -207,6 +251,19 @@ def _link_or_copy(source: str, target: str) -> None:
         shutil.copy2(source, target)
 
 
+def check_site_path(site: Path, wheel_dir: Path) -> None:
+    """Refuse a site that cannot be written, before any wheel is read: a file, a place without write access,
+    or a directory inside ``wheel_dir``, whose published wheels the next run would read as new ones."""
+    if site == wheel_dir or wheel_dir in site.parents:
+        raise PathError(f"the site {site} is inside the wheel directory {wheel_dir}: the next run would read the "
+                        "wheels it publishes as wheels to publish",
+                        hint="give --out a directory outside WHEEL_DIR, e.g. beside it")
+    if site.exists() and not site.is_dir():
+        raise PathError(f"the site {site} is not a directory", hint="give --out a directory (made if absent)")
+    # The new site is written beside the old one and swapped in: its parent directory is what must be writable.
+    writable_directory(site.parent, what="the directory of the site", given_as="--out")
+
+
 def build_index(wheel_dir: Path, site: Path, *, deps_index: str = PYPI) -> IndexResult:
     """Add the wheels under ``wheel_dir`` to the per-variant indexes under ``site``.
 
@@ -217,6 +274,12 @@ def build_index(wheel_dir: Path, site: Path, *, deps_index: str = PYPI) -> Index
     """
     if not wheel_dir.is_dir():
         raise IndexBuildError(f"{wheel_dir} is not a directory")
+    check_site_path(site, wheel_dir)
+    found = find_wheels(wheel_dir)
+    if not found:
+        raise IndexBuildError(f"{wheel_dir} holds no hiraishin-llama wheel (no hiraishin_llama-*.whl in it or below)",
+                              hint="give the directory `hiraishin wheel` wrote the wheels to (dist/wheels, or "
+                                   "the wheels/ beside an sdist); nothing was written")
     project = canonicalize_name(PROJECT)
     # 1. Read and check everything.
     published: dict[str, dict[str, IndexedWheel]] = {}
@@ -226,7 +289,8 @@ def build_index(wheel_dir: Path, site: Path, *, deps_index: str = PYPI) -> Index
     added: list[tuple[Path, IndexedWheel]] = []
     skipped: list[str] = []
     seen: dict[str, str] = {}
-    for path in find_wheels(wheel_dir):
+    for path in found:
+        parse_name(path)  # names the file, with its directory, if it is no wheel's name
         variant = variant_of(path.name)
         if variant is None:
             skipped.append(f"{path}: no variant label in its version (build it with `hiraishin wheel`)")
@@ -244,8 +308,12 @@ def build_index(wheel_dir: Path, site: Path, *, deps_index: str = PYPI) -> Index
         published.setdefault(variant, {})[path.name] = wheel
         added.append((path, wheel))
     variants = {variant: tuple(wheels[name] for name in sorted(wheels)) for variant, wheels in sorted(published.items())}
-    if not variants:
-        return IndexResult(site, {}, (), tuple(skipped))
+    if not added:
+        # A publish step must not pass having published nothing.
+        raise IndexBuildError(f"{wheel_dir} holds no labelled hiraishin-llama wheel: "
+                              + "; ".join(skipped),
+                              hint="index the wheels `hiraishin wheel` wrote (their versions carry the variant, "
+                                   "+cpu or +cu13.sm90), not pip's unrepaired ones; nothing was written")
     # 2. Write the new site beside the old one, then swap it in.
     with staged_directory(site) as staging:
         if site.is_dir():

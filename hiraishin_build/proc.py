@@ -6,18 +6,27 @@ failure raises :class:`CommandError` carrying the tail of the output. Every
 call runs under a time limit (timeouts.py): past it, the command and every
 process it started are stopped and :class:`CommandTimedOut` says which limit
 fired and how to change it.
+
+Every command also runs in a temporary directory of its own (its ``TMPDIR``),
+removed once it has ended, and a command stopped on the way is stopped whole:
+Ctrl-C, SIGTERM or SIGHUP (see :func:`stopping_on_signals`) kill its process
+group and remove that directory, so neither a running program nor what it
+kept in ``/tmp`` (pip's build trees, the smoke test's scratch) outlives the tool.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +35,10 @@ from .errors import CommandError, CommandTimedOut
 from .log import get_logger
 
 OUTPUT_TAIL_LINES = 25
+# How long a killed process group may take to be gone before its temporary directory is removed anyway.
+STOP_WAIT_S = 10.0
+# The signals that stop the tool as Ctrl-C does: a service manager's or CI runner's stop, a closed terminal.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 @dataclass(frozen=True)
@@ -44,12 +57,100 @@ def tail(text: str, lines: int = OUTPUT_TAIL_LINES) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived. A BaseException, as KeyboardInterrupt is: it unwinds every ``finally`` (so each
+    command is stopped and each temporary directory removed) and no ``except Exception`` takes it for a failure."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal number, as a shell reports a process ended by that signal."""
+        return 128 + self.signum
+
+
+@contextlib.contextmanager
+def stopping_on_signals() -> Iterator[None]:
+    """Stop as on Ctrl-C when SIGTERM or SIGHUP arrives, then exit with 128 + the signal's number.
+
+    The commands this tool runs lead process groups of their own, so a signal
+    sent to the tool alone never reaches them: without this, SIGTERM would end
+    the tool and leave them running. Usable as a decorator of a command.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread
+        return
+
+    def raise_terminated(signum: int, frame: object) -> None:
+        # A second signal while the first is being handled must not cut the cleanup short.
+        for number in STOP_SIGNALS:
+            signal.signal(number, _ignore_during_cleanup)
+        raise Terminated(signum)
+
+    previous = {number: signal.signal(number, raise_terminated) for number in STOP_SIGNALS}
+    try:
+        yield
+    except Terminated as stop:
+        name = signal.Signals(stop.signum).name
+        sys.stderr.write(f"stopped by {name}: the commands it ran were stopped and their temporary files removed\n")
+        sys.stderr.flush()
+        raise SystemExit(stop.exit_code) from None
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _ignore_during_cleanup(signum: int, frame: object) -> None:
+    """A Python-level handler, not SIG_IGN: programs started meanwhile must not inherit an ignored SIGTERM."""
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs; a member that has exited but is not reaped yet (a zombie,
+    which a container's init may never reap) runs nothing and does not count."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    proc_root = Path("/proc")
+    if not proc_root.is_dir():
+        return True
+    for stat in proc_root.glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # it ended while being read
+        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after the last ")".
+        fields = text[text.rfind(")") + 2:].split()
+        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
+            return True
+    return False
+
+
 def _stop(process: subprocess.Popen[str]) -> None:
-    """Kill the command and everything it started (it leads its own process group)."""
+    """Kill the command and everything it started (it leads its own process group), and wait until they are gone,
+    so that nothing writes into the temporary directory that is removed next."""
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:
-        pass
+        return
+    deadline = time.monotonic() + STOP_WAIT_S
+    while _group_alive(process.pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+@contextlib.contextmanager
+def _own_temporary_directory() -> Iterator[dict[str, str]]:
+    """The variables that give a command a temporary directory of its own, removed when it ends: a killed program
+    cannot remove what it put there, and nothing else would."""
+    path = tempfile.mkdtemp(prefix="hiraishin-tmp-")
+    try:
+        yield {"TMPDIR": path}
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _timed_out(argv: list[str], what: str, limit: timeouts.Limit, seconds: float, output: str,
@@ -97,12 +198,13 @@ def run(
     env_prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
     location = f" (in {cwd})" if cwd else ""
     get_logger().debug("$ %s%s%s", env_prefix + " " if env_prefix else "", shlex.join(argv), location)
-    full_env = None if env is None else {**os.environ, **env}
     seconds = limit.seconds()
     # Its own process group, so a timeout stops what it started too; no stdin, so nothing waits on input.
-    with subprocess.Popen(argv, cwd=cwd, env=full_env, stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
-                          start_new_session=True) as process:
+    with _own_temporary_directory() as temporary, \
+            subprocess.Popen(argv, cwd=cwd, env={**os.environ, **(env or {}), **temporary},
+                             stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                             start_new_session=True) as process:
         try:
             stdout, stderr = process.communicate(input, timeout=seconds)
         except subprocess.TimeoutExpired:
@@ -140,6 +242,7 @@ def run_logged(
     steps: progress.StepPattern = progress.NINJA,
     interval: float = progress.INTERVAL_S,
     terminal: bool | None = None,
+    if_stopped: str | None = None,
 ) -> int:
     """Run a long program, writing all its output to ``log_path`` and showing where it is as it goes.
 
@@ -151,6 +254,8 @@ def run_logged(
     stdout (a smoke test's own report). On failure the error carries the tail
     and names the full log; with ``check`` False the exit status is returned
     instead. ``limit`` bounds how long it may run (a build's by default).
+    ``if_stopped`` ends the last line when it is stopped on the way (Ctrl-C,
+    SIGTERM): what a re-run will do.
     """
     from collections import deque
 
@@ -164,16 +269,16 @@ def run_logged(
     get_logger().debug("$ %s%s (log: %s)", env_prefix + " " if env_prefix else "", shlex.join(argv), log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     last_lines: deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)
-    full_env = None if env is None else {**os.environ, **env}
     seconds = limit.seconds()
     fired = threading.Event()
     tracker = progress.Tracker(what, steps)
     on_terminal = console.is_terminal if terminal is None else terminal
-    with log_path.open("w", encoding="utf-8") as log, \
-            progress.shown(tracker, terminal=on_terminal, console=console, interval=interval) as display:
-        process = subprocess.Popen(argv, cwd=cwd, env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
-                                   start_new_session=True)
+    with _own_temporary_directory() as temporary, log_path.open("w", encoding="utf-8") as log, \
+            progress.shown(tracker, terminal=on_terminal, console=console, interval=interval,
+                           if_stopped=if_stopped) as display:
+        process = subprocess.Popen(argv, cwd=cwd, env={**os.environ, **(env or {}), **temporary},
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True, errors="replace", bufsize=1, start_new_session=True)
 
         def stop_on_time() -> None:
             fired.set()
@@ -216,3 +321,42 @@ def run_logged(
         raise CommandError(f"{what} failed (full log: {log_path})", command=argv, returncode=returncode,
                            output_tail="\n".join(last_lines), hint=hint)
     return returncode
+
+
+@contextlib.contextmanager
+def background(
+    args: Sequence[str | os.PathLike[str]],
+    *,
+    log_path: Path,
+    env: Mapping[str, str] | None = None,
+    hint: str | None = None,
+    grace_s: float = 20.0,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A program that serves while the block runs (llama-server), its output written to ``log_path``.
+
+    On leaving, however the block ends, it is asked to stop (SIGTERM to its
+    process group), killed with everything it started after ``grace_s``
+    seconds, and its temporary directory removed.
+    """
+    argv = [os.fspath(a) for a in args]
+    if shutil.which(argv[0]) is None:
+        raise CommandError(f"{argv[0]} is not installed or not on PATH", command=argv, returncode=127,
+                           output_tail="", hint=hint)
+    env_prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
+    get_logger().debug("$ %s%s (in the background, log: %s)", env_prefix + " " if env_prefix else "",
+                       shlex.join(argv), log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with _own_temporary_directory() as temporary, log_path.open("wb") as log:
+        process = subprocess.Popen(argv, env={**os.environ, **(env or {}), **temporary}, stdin=subprocess.DEVNULL,
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            yield process
+        finally:
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+                process.wait(timeout=grace_s)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass  # gone already, or past its grace
+            # What it started may outlive it; and after the grace, it goes too.
+            _stop(process)
+            process.wait()

@@ -204,9 +204,10 @@ class LiveBar:
 
 @contextmanager
 def shown(tracker: Tracker, *, terminal: bool, console, interval: float = INTERVAL_S,  # type: ignore[no-untyped-def]
-          stream: IO[str] | None = None) -> Iterator[Display]:
+          stream: IO[str] | None = None, if_stopped: str | None = None) -> Iterator[Display]:
     """Show ``tracker`` while the block runs: a live bar on a terminal, else a plain line every ``interval``.
-    A last line says how it ended (``tracker.outcome``, else done, or stopped on an exception)."""
+    A last line says how it ended (``tracker.outcome``, else done, or stopped on an exception, then
+    ``if_stopped``: what a re-run does)."""
     ended = "stopped"
     if terminal:
         bar = LiveBar(tracker, console)
@@ -216,7 +217,7 @@ def shown(tracker: Tracker, *, terminal: bool, console, interval: float = INTERV
                 bar.update()
             ended = "done"
         finally:
-            console.print(escape(final_line(tracker, ended)), highlight=False)
+            console.print(escape(final_line(tracker, ended, if_stopped)), highlight=False, soft_wrap=True)
         return
     lines = PlainLines(tracker, interval, stream)
     lines.start()
@@ -225,11 +226,13 @@ def shown(tracker: Tracker, *, terminal: bool, console, interval: float = INTERV
         ended = "done"
     finally:
         lines.stop()
-        lines._write(final_line(tracker, ended))
+        lines._write(final_line(tracker, ended, if_stopped))
 
 
-def final_line(tracker: Tracker, ended: str) -> str:
-    """``building the cpu wheel: done after 22 min 4 s (535/535 steps)``."""
+def final_line(tracker: Tracker, ended: str, if_stopped: str | None = None) -> str:
+    """``building the cpu wheel: done after 22 min 4 s (535/535 steps)``; stopped on the way, with what a re-run
+    does: ``building the cpu wheel: stopped after 6 min 12 s (212/535 steps); a re-run ...``."""
     count = tracker.count()
-    return (f"{tracker.what}: {tracker.outcome or ended} after {describe_elapsed(tracker.elapsed())}"
+    line = (f"{tracker.what}: {tracker.outcome or ended} after {describe_elapsed(tracker.elapsed())}"
             + (f" ({count})" if count else ""))
+    return line + (f"; {if_stopped}" if if_stopped and ended == "stopped" and tracker.outcome is None else "")

@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from . import progress, proc, timeouts
 from .errors import IndexBuildError, SmokeFailed
-from .index import PYPI, IndexedWheel, build_index, read_wheel, variant_of
+from .fsutil import writable_directory
+from .index import PROJECT, PYPI, WHEEL_NAME_FORM, IndexedWheel, build_index, parse_name, read_wheel, variant_of
+
+# hiraishin-llama-smoke's exit status for a usage error: bad arguments or model file, or a CUDA wheel with
+# no GPU to test; nothing was judged.
+SMOKE_EXIT_USAGE = 2
+_SMOKE_ERROR_PREFIX = "hiraishin-llama-smoke: error: "
+_WHEEL_HINT = "pass a hiraishin_llama-*.whl that `hiraishin wheel --recipe NAME` wrote (dist/wheels/<recipe>/)"
 
 
 @dataclass(frozen=True)
@@ -21,6 +29,8 @@ class SmokeResult:
     report_path: Path
     passed: bool
     report: dict
+    refused: str | None = None
+    """hiraishin-llama-smoke's own message when it refused to run (a usage error: nothing was judged)."""
 
 
 def venv_python(venv: Path) -> Path:
@@ -33,13 +43,46 @@ def user_requirement(wheel: Path) -> str:
 
 
 def checked_wheel(wheel: Path) -> IndexedWheel:
-    """The wheel's name and metadata, read before any work: a file that is not a wheel stops here."""
+    """The wheel's name, project and metadata, and that every member reads back whole, checked before any
+    work: a file that is not a hiraishin-llama wheel stops here, not after a venv and an install."""
     if not wheel.is_file() or wheel.suffix != ".whl":
         raise SmokeFailed(f"{wheel} is not a wheel file", hint="build one with `hiraishin wheel --recipe NAME`")
     try:
+        name, _, _, _ = parse_name(wheel)
+    except IndexBuildError as error:
+        raise SmokeFailed(error.message, hint=f"a wheel is named {WHEEL_NAME_FORM}") from None
+    if name != canonicalize_name(PROJECT):
+        raise SmokeFailed(f"{wheel} is a wheel of {name}, not a {PROJECT} wheel", hint=_WHEEL_HINT)
+    try:
         return read_wheel(wheel, variant_of(wheel.name) or "")
     except IndexBuildError as error:
-        raise SmokeFailed(error.message, hint="build one with `hiraishin wheel --recipe NAME`") from None
+        raise SmokeFailed(error.message, hint="build it again with `hiraishin wheel --recipe NAME`, or download "
+                                              "it again") from None
+
+
+def gguf_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be a model for llama-server, or None: it must be a readable GGUF file."""
+    try:
+        with path.open("rb") as handle:
+            magic = handle.read(4)
+    except FileNotFoundError:
+        return "no such file"
+    except IsADirectoryError:
+        return "is a directory, not a model file"
+    except OSError as error:
+        return f"cannot be read: {error.strerror or error}"
+    if magic != b"GGUF":
+        return "is not a GGUF model (a .gguf file begins with the 4 bytes 'GGUF')"
+    return None
+
+
+def refusal_message(smoke_log: Path) -> str:
+    """What hiraishin-llama-smoke said when it refused to run: its last ``error:`` line, else its last line."""
+    lines = [line.strip() for line in smoke_log.read_text(errors="replace").splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith(_SMOKE_ERROR_PREFIX)]
+    if errors:
+        return errors[-1].removeprefix(_SMOKE_ERROR_PREFIX)
+    return lines[-1] if lines else f"it exited with status {SMOKE_EXIT_USAGE} and printed nothing"
 
 
 def _install_command(venv: Path, wheel: Path, out_dir: Path, *, from_index: bool, find_links: Path | None,
@@ -76,12 +119,21 @@ def smoke_wheel(
 
     ``from_index`` installs it as a user would: ``hiraishin-llama[<extra>]==<version>``
     from the wheel's own index, its dependencies from ``find_links`` or ``deps_index``.
+    When hiraishin-llama-smoke refuses ``smoke_args`` (its usage error), the result's
+    ``refused`` holds its message.
     """
-    checked_wheel(wheel)  # before the venv, which takes seconds to make
+    # Everything that can be checked is checked before the venv, which takes seconds to make, and the smoke
+    # test, which takes minutes.
+    checked_wheel(wheel)
     if from_index and variant_of(wheel.name) is None:
         raise SmokeFailed(f"{wheel.name} has no variant label (+cpu, +cu13.sm90), so it has no index of its own",
                           hint="build it with `hiraishin wheel --recipe NAME`")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if serve_model is not None:
+        problem = gguf_problem(serve_model)
+        if problem:
+            raise SmokeFailed(f"--serve-model {serve_model}: {problem}", hint="pass a .gguf model file")
+    timeouts.check_settings(timeouts.COMMAND, timeouts.NETWORK, timeouts.BUILD)
+    writable_directory(out_dir, what="the smoke test's output directory", given_as="--out")
     venv = out_dir / "venv"
     proc.run(
         [sys.executable, "-m", "venv", "--clear", *(["--system-site-packages"] if system_site_packages else []), str(venv)],
@@ -97,8 +149,11 @@ def smoke_wheel(
     smoke = [str(venv / "bin" / "hiraishin-llama-smoke"), "--json", str(report_path), *smoke_args]
     # Its lines as they come ("running Q4_K_M kv=f16 switch on (3/8) ..."), and the case it is on.
     smoke_log = out_dir / "smoke.log"
+    report_path.unlink(missing_ok=True)  # a report of an earlier run must not stand for this one
     returncode = proc.run_logged(smoke, log_path=smoke_log, what="the smoke test", limit=timeouts.BUILD,
                                  check=False, echo=True, steps=progress.SMOKE_CASES)
+    if returncode == SMOKE_EXIT_USAGE:
+        return SmokeResult(report_path, False, {}, refused=refusal_message(smoke_log))
     if not report_path.is_file():
         raise SmokeFailed(
             f"the smoke test wrote no report (exit status {returncode})",
@@ -138,8 +193,7 @@ def _free_port() -> int:
 def llama_server(venv: Path, args: Sequence[str], log_path: Path, *, timeout_s: float = 120.0,
                  env: Mapping[str, str] | None = None) -> Iterator[tuple[str, float]]:
     """The wheel's llama-server with ``args`` on a free loopback port, ready: yields its base URL and
-    how long it took to start; stopped on leaving."""
-    import subprocess
+    how long it took to start; stopped on leaving, however the block ends."""
     import time
     import urllib.error
     import urllib.request
@@ -147,31 +201,22 @@ def llama_server(venv: Path, args: Sequence[str], log_path: Path, *, timeout_s: 
     port = _free_port()
     command = [str(venv / "bin" / "llama-server"), *args, "--host", "127.0.0.1", "--port", str(port)]
     started = time.monotonic()
-    with log_path.open("w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                   env=None if env is None else {**os.environ, **env})
-        try:
-            base = f"http://127.0.0.1:{port}"
-            while True:
-                if process.poll() is not None:
-                    raise SmokeFailed(f"llama-server exited with status {process.returncode} before it was ready",
-                                      hint=f"see {log_path}:\n" + proc.tail(log_path.read_text(), 10))
-                try:
-                    with urllib.request.urlopen(f"{base}/health", timeout=2) as response:
-                        if response.status == 200:
-                            break
-                except (urllib.error.URLError, ConnectionError, TimeoutError):
-                    pass
-                if time.monotonic() - started > timeout_s:
-                    raise SmokeFailed(f"llama-server did not become ready in {timeout_s:.0f} s", hint=f"see {log_path}")
-                time.sleep(0.5)
-            yield base, time.monotonic() - started
-        finally:
-            process.terminate()
+    with proc.background(command, log_path=log_path, env=env) as process:
+        base = f"http://127.0.0.1:{port}"
+        while True:
+            if process.poll() is not None:
+                raise SmokeFailed(f"llama-server exited with status {process.returncode} before it was ready",
+                                  hint=f"see {log_path}:\n" + proc.tail(log_path.read_text(errors="replace"), 10))
             try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+                with urllib.request.urlopen(f"{base}/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.monotonic() - started > timeout_s:
+                raise SmokeFailed(f"llama-server did not become ready in {timeout_s:.0f} s", hint=f"see {log_path}")
+            time.sleep(0.5)
+        yield base, time.monotonic() - started
 
 
 def serve_check(venv: Path, model: Path, log_path: Path, *, timeout_s: float = 120.0,
@@ -180,8 +225,9 @@ def serve_check(venv: Path, model: Path, log_path: Path, *, timeout_s: float = 1
     import time
     import urllib.request
 
-    if not model.is_file():
-        raise SmokeFailed(f"--serve-model {model}: no such file")
+    problem = gguf_problem(model)
+    if problem:
+        raise SmokeFailed(f"--serve-model {model}: {problem}", hint="pass a .gguf model file")
     with llama_server(venv, ["-m", str(model), "-c", "2048", "-np", "1"], log_path, timeout_s=timeout_s) as (base, startup):
         body = json.dumps({"prompt": prompt, "n_predict": n_predict, "temperature": 0}).encode()
         request = urllib.request.Request(f"{base}/completion", data=body, headers={"Content-Type": "application/json"})

@@ -48,6 +48,13 @@ COMMAND = Limit("command", "HIRAISHIN_COMMAND_TIMEOUT", 60 * 60, "any other comm
 CONNECT = Limit("connect", "HIRAISHIN_CONNECT_TIMEOUT", 60, "reaching an upstream source (git ls-remote)")
 
 
+def check_settings(*limits: Limit) -> None:
+    """Refuse a malformed setting of any of ``limits`` now (ConfigError), not when the step it bounds comes,
+    which may be minutes into a build or a smoke test."""
+    for limit in limits:
+        limit.seconds()
+
+
 def describe(seconds: float) -> str:
     """1 -> '1 s', 5400 -> '1.5 h'."""
     if seconds >= 3600:

@@ -19,7 +19,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 def load(path: Path) -> dict[str, Any]:
     if not path.is_file():
-        raise ConfigError(f"{path}: file not found")
+        raise ConfigError(f"{path}: file not found", hint="check the path; the project's files come with its checkout")
     try:
         with path.open("rb") as handle:
             return tomllib.load(handle)

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import doctor, proc, repair, timeouts
-from .errors import WheelBuildError
+from .errors import PathError, WheelBuildError
+from .fsutil import writable_directory
 from .log import get_logger
 from .recipe import Recipe
 
@@ -51,6 +52,41 @@ def pip_wheel_command(sdist: Path, recipe: Recipe, out_dir: Path, build_dir: Pat
     return [*command, str(sdist)]
 
 
+def check_output_paths(out_dir: Path, build_dir: Path) -> None:
+    """Refuse, before anything is built, a wheel directory or build directory this process cannot write:
+    the build takes many minutes, and would otherwise fail only at its end."""
+    try:
+        writable_directory(out_dir, what="the wheel's output directory", given_as="--sdist")
+    except PathError as error:
+        raise PathError(error.message, hint="the wheels go beside the sdist, in wheels/<recipe>/: copy the sdist "
+                                            "to a directory you can write to and pass that to --sdist") from None
+    try:
+        writable_directory(build_dir, what="the build directory", given_as="--project")
+    except PathError as error:
+        raise PathError(error.message, hint="it is build/<recipe> in the project: build in a checkout you can "
+                                            "write to (--project DIR)") from None
+
+
+def rerun_note(sdist: Path, build_dir: Path) -> str:
+    """What a re-run does after the build was stopped on the way, for the line that says it stopped.
+
+    Found by stopping builds, not assumed: scikit-build-core keeps ``build_dir``
+    but configures CMake afresh when the source directory (or the isolated
+    build environment) differs from the last run's, and ninja compiles again
+    every step whose command changed. pip unpacks an sdist tarball into a new
+    temporary directory each time, so every command names other paths and
+    nothing is reused (not by ccache either: its hashes hold the paths). An
+    unpacked sdist stays where it is, so the commands stay the same and ninja
+    compiles only the steps it had not finished.
+    """
+    if sdist.is_dir():
+        return (f"a re-run with --sdist {sdist} resumes: CMake configures again, then ninja compiles only the steps "
+                f"it had not finished in {build_dir}")
+    return (f"a re-run starts over: pip unpacks {sdist.name} into a new temporary directory each time, so every step "
+            f"is compiled again; to make a build that a re-run resumes, unpack the sdist once and pass that "
+            f"directory (--sdist DIR)")
+
+
 def build_wheel(
     sdist: Path,
     recipe: Recipe,
@@ -70,8 +106,11 @@ def build_wheel(
                                   hint="pass the .tar.gz from `hiraishin sdist`, or the directory it unpacks to")
     elif not sdist.is_file():
         raise WheelBuildError(f"sdist {sdist} does not exist", hint="make one with `hiraishin sdist`")
-    # Refused before a long build: no compiler, the wrong nvcc, a toolkit without cuBLAS (exit 11).
+    # Refused before a long build: no compiler, the wrong nvcc, a toolkit without cuBLAS (exit 11), a place it
+    # cannot write to, a time limit set to something that is not a number of seconds.
     doctor.require_buildable(recipe, toolchain or doctor.detect())
+    check_output_paths(out_dir, build_dir)
+    timeouts.check_settings(timeouts.BUILD, timeouts.COMMAND)
     final_dir, out_dir = out_dir, out_dir / "unrepaired"
     out_dir.mkdir(parents=True, exist_ok=True)
     before = set(out_dir.glob("*.whl"))
@@ -85,6 +124,7 @@ def build_wheel(
         what=f"building the {recipe.name} wheel",
         hint="read the full log; `hiraishin doctor` checks the toolchain" if recipe.backend == "cuda" else None,
         limit=timeouts.BUILD,
+        if_stopped=rerun_note(sdist, build_dir),
     )
     built = sorted(set(out_dir.glob("hiraishin_llama-*.whl")) - before) or sorted(out_dir.glob("hiraishin_llama-*.whl"))
     if not built:

@@ -520,3 +520,116 @@ def test_links_in_the_site_stay_links(tmp_path: Path, wheels: Path) -> None:
     labelled(newer, "cpu", version="9080.0")
     build_index(newer, site)
     assert (site / "latest").is_symlink() and os.readlink(site / "latest") == "cu13-sm90"
+
+
+# -- what a publish step must refuse --------------------------------------------------
+
+def damaged(directory: Path, damage: str) -> tuple[Path, str]:
+    """A labelled wheel one member of which is damaged after it was written: 4 KiB of it zeroed (what a bad
+    disk or a patched-up download does), or its compressed data overwritten so that it no longer inflates."""
+    import random
+
+    member = "hiraishin_llama/lib/libggml-cpu.so"
+    noise = random.Random(7).randbytes(64 * 1024)  # barely compressible: the zeroed bytes land in the data
+    written = make_wheel(directory / "stored", {member: (noise, PLAIN)}, version="9079.2+cpu",
+                         tag="py3-none-manylinux_2_35_x86_64")
+    wheel = directory / written.name
+    with zipfile.ZipFile(written) as source, zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as dest:
+        for item in source.infolist():  # deflated, as auditwheel writes a wheel
+            data = source.read(item)
+            item.compress_type = zipfile.ZIP_DEFLATED
+            dest.writestr(item, data)
+    import shutil
+
+    shutil.rmtree(written.parent)
+    with zipfile.ZipFile(wheel) as archive:
+        entry = archive.getinfo(member)
+    data = bytearray(wheel.read_bytes())
+    start = entry.header_offset + 30 + len(entry.filename.encode()) + len(entry.extra)
+    if damage == "zeroed":
+        data[start + 8192:start + 8192 + 4096] = bytes(4096)
+    else:
+        data[start:start + 16] = b"\xff" * 16  # a deflate block of the reserved type
+    wheel.write_bytes(bytes(data))
+    return wheel, member
+
+
+@pytest.mark.parametrize(("damage", "why"), [
+    ("zeroed", "its bytes do not match the CRC the zip records for them"),
+    ("garbled", "its compressed data is damaged and does not decompress"),
+])
+def test_a_wheel_with_a_damaged_member_is_refused_naming_the_member(damage: str, why: str, tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    labelled(dist / "good", "cu13.sm90")  # a good wheel beside it must not be published alone
+    wheel, member = damaged(dist / "cpu", damage)
+    with zipfile.ZipFile(wheel) as archive:
+        assert archive.read("hiraishin_llama-9079.2+cpu.dist-info/METADATA")  # it opens, its METADATA reads
+    with pytest.raises(IndexBuildError) as info:
+        build_index(dist, tmp_path / "site")
+    assert info.value.message == f"{wheel}: its member {member} is corrupt: {why}"
+    assert "nothing was written" in (info.value.hint or "")
+    assert not (tmp_path / "site").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dist"]
+
+
+def test_a_directory_without_wheels_is_refused(tmp_path: Path) -> None:
+    empty = tmp_path / "dist"
+    (empty / "cpu").mkdir(parents=True)
+    (empty / "cpu" / "build-cpu.log").write_text("a build that wrote no wheel\n")
+    with pytest.raises(IndexBuildError) as info:
+        build_index(empty, tmp_path / "site")
+    assert info.value.message == f"{empty} holds no hiraishin-llama wheel (no hiraishin_llama-*.whl in it or below)"
+    assert not (tmp_path / "site").exists()
+
+
+def test_a_directory_of_unlabelled_wheels_only_is_refused(tmp_path: Path, wheels: Path) -> None:
+    site = tmp_path / "site"
+    build_index(wheels, site)  # a site that already holds wheels: publishing nothing new is still refused
+    published = snapshot(site)
+    unlabelled = tmp_path / "unlabelled"
+    old = labelled(unlabelled, "")
+    with pytest.raises(IndexBuildError) as info:
+        build_index(unlabelled, site)
+    assert info.value.message == (f"{unlabelled} holds no labelled hiraishin-llama wheel: {old}: no variant label in "
+                                  "its version (build it with `hiraishin wheel`)")
+    assert snapshot(site) == published
+
+
+@pytest.mark.parametrize("name", ["hiraishin_llama-bogus.whl", "hiraishin_llama-9079.2+cpu.whl",
+                                  "hiraishin_llama-not!a!version-py3-none-any.whl"])
+def test_a_file_whose_name_is_no_wheel_name_is_refused_naming_it(name: str, tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    labelled(dist, "cpu")
+    (dist / name).write_bytes(b"")
+    with pytest.raises(IndexBuildError) as info:
+        build_index(dist, tmp_path / "site")
+    assert info.value.message.startswith(f"{dist / name}: not a wheel's file name (")
+    assert "NAME-VERSION-PYTHON-ABI-PLATFORM.whl" in (info.value.hint or "")
+    assert not (tmp_path / "site").exists()
+
+
+def test_a_site_inside_the_wheel_directory_is_refused(tmp_path: Path, wheels: Path) -> None:
+    from hiraishin_build.errors import PathError
+
+    for site in (wheels / "site", wheels):
+        with pytest.raises(PathError) as info:
+            build_index(wheels, site)
+        assert info.value.message.startswith(f"the site {site} is inside the wheel directory {wheels}")
+    assert not (wheels / "site").exists()
+
+
+def test_a_site_that_cannot_be_written_is_refused_before_anything_is_read(tmp_path: Path, wheels: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from hiraishin_build.errors import PathError
+
+    read: list[Path] = []
+    monkeypatch.setattr(index, "read_wheel", lambda path, variant: read.append(path))
+    with pytest.raises(PathError) as info:
+        build_index(wheels, Path("/proc/site"))
+    assert info.value.message.startswith("the directory of the site /proc cannot be written")
+    assert info.value.exit_code == 15
+    a_file = tmp_path / "site"
+    a_file.write_text("not a directory\n")
+    with pytest.raises(PathError, match="is not a directory"):
+        build_index(wheels, a_file)
+    assert read == []

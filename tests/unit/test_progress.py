@@ -152,3 +152,20 @@ def test_on_a_terminal_a_live_bar_counts_the_steps(tmp_path: Path) -> None:
             display.update()
     output = screen.getvalue()
     assert "building the cpu wheel: done after 0 s (2/2 steps)" in output
+
+
+def test_a_build_stopped_on_the_way_says_what_a_re_run_does(tmp_path: Path) -> None:
+    tracker = progress.Tracker("building the cpu wheel", clock=lambda: 0.0)
+    tracker.feed("[212/535] Building CXX object ops.cpp.o")
+    note = "a re-run with --sdist DIR resumes"
+    assert progress.final_line(tracker, "stopped", note) == \
+        "building the cpu wheel: stopped after 0 s (212/535 steps); a re-run with --sdist DIR resumes"
+    assert progress.final_line(tracker, "done", note) == "building the cpu wheel: done after 0 s (212/535 steps)"
+    tracker.outcome = "stopped at its time limit"  # the limit's error says what to do instead
+    assert progress.final_line(tracker, "stopped", note).endswith("(212/535 steps)")
+    stream = io.StringIO()
+    with pytest.raises(KeyboardInterrupt):
+        with progress.shown(progress.Tracker("building the cpu wheel"), terminal=False, console=None, interval=60,
+                            stream=stream, if_stopped=note):
+            raise KeyboardInterrupt
+    assert stream.getvalue().strip().endswith("; a re-run with --sdist DIR resumes")

@@ -551,3 +551,56 @@ def test_repair_into_a_new_directory_says_what_it_grafted(tmp_path: Path, elves:
     (message,) = [r.getMessage() for r in caplog.records if r.name == "hiraishin"]
     assert message == (f"repaired {result.path.name}: {', '.join(result.tags)}, {result.size / 1e6:.1f} MB, "
                        f"grafted: {result.grafted[0]}, {result.grafted[1]}")
+
+
+# -- before and after a build that is stopped --------------------------------------------
+
+def test_a_stopped_build_says_what_a_re_run_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a re-run does depends on the sdist: pip unpacks a tarball into a new temporary directory each time
+    (CMake then configures afresh and every step compiles again), an unpacked one stays where it is."""
+    from hiraishin_build import proc, wheelbuild
+
+    recipe = find_recipe(REPO / "recipes", "cpu")
+    notes = []
+
+    def pip_stand_in(command, *, log_path, if_stopped=None, **_):  # type: ignore[no-untyped-def]
+        notes.append(if_stopped)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(proc, "run_logged", pip_stand_in)
+    tarball = tmp_path / "hiraishin_llama-9079.2.tar.gz"
+    tarball.write_bytes(b"")
+    unpacked = tmp_path / "hiraishin_llama-9079.2"
+    unpacked.mkdir()
+    (unpacked / "pyproject.toml").write_text("")
+    for sdist in (tarball, unpacked):
+        with pytest.raises(KeyboardInterrupt):
+            wheelbuild.build_wheel(sdist, recipe, tmp_path / "out", build_dir=tmp_path / "build")
+    assert notes == [
+        "a re-run starts over: pip unpacks hiraishin_llama-9079.2.tar.gz into a new temporary directory each time, "
+        "so every step is compiled again; to make a build that a re-run resumes, unpack the sdist once and pass "
+        "that directory (--sdist DIR)",
+        f"a re-run with --sdist {unpacked} resumes: CMake configures again, then ninja compiles only the steps it "
+        f"had not finished in {tmp_path / 'build'}",
+    ]
+
+
+@pytest.mark.parametrize("which", ["wheels", "build"])
+def test_an_output_directory_that_cannot_be_written_is_refused_before_the_build(
+        which: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hiraishin_build import proc, wheelbuild
+    from hiraishin_build.errors import PathError
+
+    monkeypatch.setattr(proc, "run_logged", lambda *a, **k: pytest.fail("the build ran"))
+    sdist = tmp_path / "hiraishin_llama-9079.2.tar.gz"
+    sdist.write_bytes(b"")
+    out, build = (Path("/proc/wheels"), tmp_path / "build") if which == "wheels" else (tmp_path / "out", Path("/proc/b"))
+    with pytest.raises(PathError) as info:
+        wheelbuild.build_wheel(sdist, find_recipe(REPO / "recipes", "cpu"), out, build_dir=build)
+    assert info.value.exit_code == 15
+    if which == "wheels":
+        assert info.value.message.startswith("the wheel's output directory /proc/wheels cannot be written")
+        assert "copy the sdist to a directory you can write to" in (info.value.hint or "")
+    else:
+        assert info.value.message.startswith("the build directory /proc/b cannot be written")
+        assert "--project" in (info.value.hint or "")

@@ -23,6 +23,13 @@ def version():
     print("hiraishin-llama {version}")
 
 def smoke():
+    if "--batches" in sys.argv:  # as the real one refuses what is not a list of batch sizes: exit 2
+        value = sys.argv[sys.argv.index("--batches") + 1]
+        if not value.replace(",", "").isdigit():
+            print("running nothing yet", flush=True)
+            print(f"hiraishin-llama-smoke: error: argument --batches: batch sizes must look like 1-16 or 1,2,4, "
+                  f"got {{value!r}} (see hiraishin-llama-smoke --help)", file=sys.stderr)
+            sys.exit(2)
     print("running Q8_0 kv=f16 switch on (1/1) ...", flush=True)
     path = sys.argv[sys.argv.index("--json") + 1]
     with open(path, "w") as handle:
@@ -106,3 +113,126 @@ def test_a_file_that_is_not_a_wheel_is_refused_before_the_venv(content: str, tmp
         smoke_wheel(fake, tmp_path / "smoke", find_links=offline)
     assert time.monotonic() - started < 2
     assert not (tmp_path / "smoke").exists()  # no venv was made
+
+
+# -- what is refused, and when ------------------------------------------------------
+
+def test_a_usage_error_of_the_smoke_program_is_its_refusal_not_a_failed_test(tmp_path: Path, offline: Path) -> None:
+    wheel = stand_in(tmp_path / "dist", "cpu")
+    stale = tmp_path / "smoke" / "smoke.json"
+    stale.parent.mkdir()
+    stale.write_text('{"passed": true}\n')  # an earlier run's report must not stand for this one
+    result = smoke_wheel(wheel, tmp_path / "smoke", find_links=offline, smoke_args=("--batches", "abc"))
+    assert not result.passed
+    assert result.refused == ("argument --batches: batch sizes must look like 1-16 or 1,2,4, got 'abc' "
+                              "(see hiraishin-llama-smoke --help)")
+    assert not stale.exists()
+
+
+def test_the_refusal_is_the_programs_last_error_line(tmp_path: Path) -> None:
+    from hiraishin_build.smoke import refusal_message
+
+    log = tmp_path / "smoke.log"
+    log.write_text("hiraishin-llama-smoke: warning: x\nhiraishin-llama-smoke: error: first\n"
+                   "hiraishin-llama-smoke: error: --model m.gguf: no such file\n\n")
+    assert refusal_message(log) == "--model m.gguf: no such file"
+    log.write_text("usage: something else\nit refused\n")
+    assert refusal_message(log) == "it refused"
+    log.write_text("")
+    assert refusal_message(log) == "it exited with status 2 and printed nothing"
+
+
+def bundled_pip_wheel() -> Path:
+    """A real wheel of another project: the pip that ensurepip installs."""
+    import ensurepip
+
+    found = sorted((Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"))
+    if not found:
+        pytest.skip("this Python has no bundled pip wheel")
+    return found[0]
+
+
+def refused_before_the_venv(wheel: Path, tmp_path: Path, offline: Path, **options: object) -> SmokeFailed:
+    started = time.monotonic()
+    with pytest.raises(SmokeFailed) as info:
+        smoke_wheel(wheel, tmp_path / "smoke", find_links=offline, **options)  # type: ignore[arg-type]
+    assert time.monotonic() - started < 5
+    assert not (tmp_path / "smoke").exists()  # no venv was made, nothing installed
+    return info.value
+
+
+def test_a_wheel_of_another_project_is_refused_before_the_venv(tmp_path: Path, offline: Path) -> None:
+    pip = bundled_pip_wheel()
+    error = refused_before_the_venv(pip, tmp_path, offline)
+    assert error.message == f"{pip} is a wheel of pip, not a hiraishin-llama wheel"
+    assert "hiraishin wheel" in (error.hint or "")
+
+
+def test_a_file_whose_name_is_no_wheel_name_is_refused_naming_it_and_the_form(tmp_path: Path, offline: Path) -> None:
+    foo = tmp_path / "foo.whl"
+    foo.write_bytes(b"")
+    error = refused_before_the_venv(foo, tmp_path, offline)
+    assert error.message.startswith(f"{foo}: not a wheel's file name (")
+    assert (error.hint or "").startswith("a wheel is named NAME-VERSION-PYTHON-ABI-PLATFORM.whl")
+
+
+def test_a_wheel_with_a_corrupt_member_is_refused_before_the_venv(tmp_path: Path, offline: Path) -> None:
+    wheel = stand_in(tmp_path / "dist", "cpu")
+    data = bytearray(wheel.read_bytes())
+    at = data.index(b"def smoke")
+    data[at:at + 9] = bytes(9)  # stored, so the CRC no longer matches
+    wheel.write_bytes(bytes(data))
+    error = refused_before_the_venv(wheel, tmp_path, offline)
+    assert error.message == (f"{wheel}: its member hiraishin_llama/__init__.py is corrupt: its bytes do not match "
+                             "the CRC the zip records for them")
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    (b"root:x:0:0:root:/root:/bin/bash\n", "is not a GGUF model (a .gguf file begins with the 4 bytes 'GGUF')"),
+    (b"", "is not a GGUF model (a .gguf file begins with the 4 bytes 'GGUF')"),
+    (None, "no such file"),
+])
+def test_a_model_to_serve_that_is_no_gguf_file_is_refused_before_the_venv(content: bytes | None, problem: str,
+                                                                          tmp_path: Path, offline: Path) -> None:
+    model = tmp_path / "model.gguf"
+    if content is not None:
+        model.write_bytes(content)
+    error = refused_before_the_venv(stand_in(tmp_path / "dist", "cpu"), tmp_path, offline, serve_model=model)
+    assert error.message == f"--serve-model {model}: {problem}"
+
+
+def test_a_malformed_time_limit_is_refused_before_the_venv(tmp_path: Path, offline: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from hiraishin_build.errors import ConfigError
+
+    monkeypatch.setenv("HIRAISHIN_BUILD_TIMEOUT", "soon")  # read only when the smoke test itself starts
+    with pytest.raises(ConfigError, match="HIRAISHIN_BUILD_TIMEOUT='soon'"):
+        smoke_wheel(stand_in(tmp_path / "dist", "cpu"), tmp_path / "smoke", find_links=offline)
+    assert not (tmp_path / "smoke").exists()
+
+
+def test_an_output_directory_that_cannot_be_written_is_refused_before_the_venv(tmp_path: Path, offline: Path) -> None:
+    from hiraishin_build.errors import PathError
+
+    with pytest.raises(PathError) as info:
+        smoke_wheel(stand_in(tmp_path / "dist", "cpu"), Path("/proc/smoke"), find_links=offline)
+    assert info.value.message.startswith("the smoke test's output directory /proc/smoke cannot be written")
+    assert info.value.hint == "give --out a directory you can write to"
+
+
+def test_a_server_that_never_gets_ready_is_stopped_with_what_it_started(tmp_path: Path) -> None:
+    from hiraishin_build.smoke import llama_server
+
+    from ..helpers import stand_in as stand_in_program
+
+    venv = tmp_path / "venv"
+    pids = tmp_path / "pids"
+    # It never answers, and leaves a child of its own running, as a server with workers would.
+    stand_in_program(venv / "bin", "llama-server", f'sleep 300 &\necho "$$ $!" > {pids}\nwait')
+    with pytest.raises(SmokeFailed, match="did not become ready in 1 s"):
+        with llama_server(venv, [], tmp_path / "server.log", timeout_s=1):
+            pass
+    server, child = map(int, pids.read_text().split())
+    for pid in (server, child):
+        state = Path(f"/proc/{pid}/stat")
+        assert not state.exists() or state.read_text().rsplit(")", 1)[1].split()[0] == "Z", f"{pid} still runs"
