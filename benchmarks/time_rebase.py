@@ -115,7 +115,7 @@ def make_stand_in(project: Path, patches: tuple[tuple[str, str, str, str], ...])
         subprocess.run(["git", "-C", str(workdir), "commit", "-q", "-am", MESSAGE.format(subject=subject)],
                        env=env, check=True)
     hiraishin(project, "patches", "export", "--workdir", str(workdir))
-    return [line for line in (project / "patches" / "series").read_text().splitlines() if line]
+    return [line.split("#")[0].strip() for line in (project / "patches" / "series").read_text().splitlines() if line.strip()]
 
 
 def statuses(report_json: Path) -> list[str]:

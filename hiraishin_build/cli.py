@@ -16,15 +16,17 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from . import __version__, log
+from . import __version__, log, proc
 from . import rebase as rebasing, report, tags
-from .cache import UpstreamCache
-from .errors import HiraishinError, PathError, PinMismatchError, UpstreamError
+from .cache import CACHE_ENV, UpstreamCache
+from .errors import HiraishinError, PathError, UpstreamError
+from .fsutil import writable_directory
+from .guard import KeptGroup
 from .project import Project
 from .recipe import find_recipe, load_recipes
 from .sdist import build_sdist
 from .series import read_series
-from .sources import display_location, same_repository
+from .sources import NAME_RULE, display_location, name_is_valid, same_repository, url_problem
 from .smoke import PYPI, SmokeFailed, smoke_wheel
 from .stack import apply_stack, check_stack, export_stack, load_stack
 from .wheelbuild import WheelResult, build_wheel
@@ -45,7 +47,7 @@ class Context:
 pass_context = click.make_pass_decorator(Context)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=KeptGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="hiraishin")
 @click.option("-v", "--verbose", count=True, help="Show every command run (-v).")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
@@ -67,15 +69,40 @@ def upstream() -> None:
     """The pinned upstream and its local cache."""
 
 
+def _upstream_cache(obj: Context) -> UpstreamCache:
+    """The cache, told whether the option or the variable chose its directory (named if it is unusable)."""
+    chosen = click.get_current_context().find_root().get_parameter_source("cache_dir")
+    given_as = {click.core.ParameterSource.ENVIRONMENT: CACHE_ENV,
+                click.core.ParameterSource.COMMANDLINE: "--cache-dir"}.get(chosen) if chosen else None
+    return UpstreamCache(obj.cache_dir, given_as=given_as)
+
+
+def _source_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    # A name that can never be a source's is a usage error (exit 2), not a state of the cache.
+    if value is not None and not name_is_valid(value):
+        raise click.BadParameter(f"'{value}' cannot name a source: use {NAME_RULE}", ctx=ctx, param=param)
+    return value
+
+
+def _repository_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    problem = url_problem(value) if value is not None else None
+    if problem:
+        raise click.BadParameter(
+            f"{value!r} is not a repository URL git understands: {problem}; give scheme://host/path "
+            "(e.g. https://github.com/OWNER/NAME.git) or [user@]host:path", ctx=ctx, param=param)
+    return value
+
+
 @upstream.command("fetch")
 @click.option("--from", "location", metavar="PATH_OR_URL",
               help="Fetch from this repository: the pin's, a fork, or a local mirror of either "
                    "(default: the pin's url, or with --name, where that source was fetched from last).")
-@click.option("--url", metavar="URL",
-              help="With --from a mirror: the repository it mirrors. The pin records it when a rebase moves onto "
-                   "one of this source's tags (default: the pin's url for a mirror that has the pinned tag at the "
-                   "pinned commit, else the --from location itself).")
-@click.option("--name", metavar="NAME",
+@click.option("--url", metavar="URL", callback=_repository_url,
+              help="With --from a mirror: the repository it mirrors, as scheme://host/path or [user@]host:path "
+                   "(file:///path for one on this machine). The pin records it when a rebase moves onto one of "
+                   "this source's tags (default: what the source was recorded to stand for; the pin's url for a "
+                   "mirror that has the pinned tag at the pinned commit; else the --from location itself).")
+@click.option("--name", metavar="NAME", callback=_source_name,
               help="The source's name (default: the source that stands for the same repository, else one made "
                    "from its url, e.g. AtomicBot-ai-atomic-llama-cpp-turboquant). Without --from: fetch that "
                    "source again.")
@@ -87,11 +114,17 @@ def upstream_fetch(obj: Context, location: str | None, url: str | None, name: st
     with its own tags: fetching one never removes another's. `upstream tags`
     names each tag's source; `rebase --onto` takes a tag of any of them and moves
     the pin's url to the repository that tag came from.
+
+    Nothing is written unless what came checks out: a repository said or taken to
+    be the pin's must have the pinned ref at the pinned commit, and any other
+    must hold the pinned commit (a fork) or be asked for by --name. A refused
+    fetch leaves the cache as it was.
     """
-    project, cache = obj.project(), obj.cache()
+    project, cache = obj.project(), _upstream_cache(obj)
     pin = project.pin()
     if url and not location:
         raise click.UsageError("--url goes with --from PATH_OR_URL (the mirror it describes)")
+    cache.require_writable()
     with log.step(f"fetching into {cache.git_dir}"):
         if location is None and name is not None:
             result = cache.refetch(name, pin)
@@ -109,10 +142,11 @@ def upstream_fetch(obj: Context, location: str | None, url: str | None, name: st
     try:
         check = cache.verify(pin)
     except UpstreamError as exc:
-        if isinstance(exc, PinMismatchError) or same_repository(source.url, pin.url):
+        if same_repository(source.url, pin.url):
             raise
-        # Another repository than the pin's was fetched: that went well, but
-        # the pin's own tag is not in the cache yet.
+        # Another repository than the pin's was fetched and recorded: that went well (a fetch that
+        # would not is refused before it writes), but the pin's own repository is not in the cache
+        # yet to vouch for the pin.
         click.echo(f"note: {exc.message}\n  hint: {exc.hint}", err=True)
         return
     click.echo(f"pin: {pin.ref} = {pin.commit} (in {', '.join(check.sources)})")
@@ -125,7 +159,8 @@ def upstream_verify(obj: Context) -> None:
     project, cache = obj.project(), obj.cache()
     pin = project.pin()
     check = cache.verify(pin)
-    click.echo(f"ok: {pin.ref} = {pin.commit} (in {', '.join(check.sources)})")
+    where = f"in {', '.join(check.sources)}" if check.sources else "in the cache; no source's tag or branch contains it"
+    click.echo(f"ok: {pin.ref} = {pin.commit} ({where})")
 
 
 @upstream.command("show")
@@ -149,14 +184,21 @@ def upstream_show(obj: Context) -> None:
         missing = len(cache.missing_blobs(pin.commit, pin.checkout))
         click.echo("cached:    yes" + (f", but {missing} file(s) still to fetch" if missing else ", complete"))
     table = cache.refs()
-    found = table.lookup(pin.ref)
-    if found is None:
+    found = None if pin.ref == pin.commit else table.lookup(pin.ref)
+    if pin.ref == pin.commit:
+        state = "the commit itself (nothing to move)"
+    elif found is None:
         state = "absent (no source has it)"
     else:
-        state = "; ".join(
-            f"{'matches the pin' if commit == pin.commit else f'MOVED to {commit}'} in {name}"
-            for name, commit in sorted(found[1].items())
-        )
+        # Another repository's tag of the same name is its own, not a move, once the pin's repository has one.
+        own = {name for name in found[1] if same_repository(table.sources[name].url, pin.url)}
+
+        def said(name: str, commit: str) -> str:
+            if commit == pin.commit:
+                return f"matches the pin in {name}"
+            return f"its own, at {commit}, in {name}" if own and name not in own else f"MOVED to {commit} in {name}"
+
+        state = "; ".join(said(name, commit) for name, commit in sorted(found[1].items()))
     click.echo(f"ref state: {state}")
     click.echo("sources:" + ("   none" if not table.sources else ""))
     for source in table.sources.values():
@@ -169,7 +211,7 @@ def upstream_show(obj: Context) -> None:
 
 @upstream.command("tags")
 @click.option("--since", metavar="REF", help="List the tags newer than REF instead of the pin.")
-@click.option("--source", "source_name", metavar="NAME", help="Only this source's tags.")
+@click.option("--source", "source_name", metavar="NAME", callback=_source_name, help="Only this source's tags.")
 @pass_context
 def upstream_tags(obj: Context, since: str | None, source_name: str | None) -> None:
     """The tags in the cache newer than the pin, oldest first, with the sources that have them.
@@ -197,6 +239,32 @@ def upstream_tags(obj: Context, since: str | None, source_name: str | None) -> N
              ", ".join(placed.tag.sources) + ("  (sources disagree on this tag)" if placed.tag.disputed else ""))
             for placed in found]
     click.echo("\n".join(f"  {line}" for line in log.table_lines(rows)))
+
+
+@upstream.command("remove")
+@click.argument("source_name", metavar="SOURCE", callback=_source_name)
+@click.option("--force", is_flag=True,
+              help="Remove it even when it is the only source with the pinned commit (the cache then cannot "
+                   "check out the pin until another is fetched).")
+@pass_context
+def upstream_remove(obj: Context, source_name: str, force: bool) -> None:
+    """Remove a source from the cache: its remote, its settings and its tags and branches.
+
+    The commits and file contents it brought stay in the cache, so fetching it
+    again is cheap; the command prints how (`upstream fetch --from <where it was
+    fetched from> --name SOURCE`). The only source that holds the pinned commit
+    is kept unless --force. One fetch or removal runs in a cache at a time.
+    """
+    project, cache = obj.project(), _upstream_cache(obj)
+    pin = project.pin()
+    removed = cache.remove(source_name, pin, force=force)
+    source = removed.source
+    click.echo(f"removed the source {source.name}: "
+               + (source.describe() if source.url else "(no url recorded: its remote had been removed)"))
+    click.echo(f"  {removed.tags} tag(s) and {removed.branches} branch(es) gone; its objects stay in the cache")
+    for warning in removed.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    click.echo(f"to get it back: {removed.fetch_again}")
 
 
 # -- patches ----------------------------------------------------------------
@@ -234,6 +302,8 @@ def patches_apply(obj: Context, workdir: Path | None, force: bool) -> None:
     """Check out the pin and apply every patch as a commit (git am -3)."""
     project = obj.project()
     target = (workdir or project.default_workdir).resolve()
+    writable_directory(target if target.exists() else target.parent, what="the work tree's directory",
+                       given_as="--workdir")
     with log.step(f"applying the stack in {target}"):
         result = apply_stack(project, obj.cache(), target, force=force)
     click.echo(f"applied {len(result.applied)} patch(es) on {result.base[:12]} in {target}")
@@ -241,14 +311,24 @@ def patches_apply(obj: Context, workdir: Path | None, force: bool) -> None:
 
 @patches.command("export")
 @workdir_option
+@click.option("--overwrite", is_flag=True,
+              help="Replace files of patches/ edited by hand since `patches apply` with the work branch's version "
+                   "(without it such an edit stops the export).")
 @pass_context
-def patches_export(obj: Context, workdir: Path | None) -> None:
-    """Write patches/ back from the work branch (deterministic)."""
+def patches_export(obj: Context, workdir: Path | None, overwrite: bool) -> None:
+    """Write patches/ back from the work branch (deterministic).
+
+    Refuses a work branch that does not hold the whole stack (after an apply that stopped at a patch, or
+    during a stopped rebase, whose `--continue` writes patches/ itself), and files of patches/ edited by
+    hand since they were applied, unless --overwrite: patches/ is never left without patches it had.
+    """
     project = obj.project()
     target = (workdir or project.default_workdir).resolve()
-    result = export_stack(project, target)
+    result = export_stack(project, target, overwrite_edits=overwrite)
     for name, change in result.changes.items():
         click.echo(f"{change.value:>9}  {name}")
+    if result.series_changed:
+        click.echo(f"{'changed':>9}  series")
     click.echo("patches/ updated" if result.changed else "patches/ unchanged")
 
 
@@ -291,14 +371,17 @@ def recipes_command(obj: Context) -> None:
 @click.option("--without", "omit", multiple=True, metavar="PATCH",
               help="Leave this patch out (repeatable): a build that shows what the patch fixes, not for release.")
 @pass_context
+@proc.stopping_on_signals()
 def sdist_command(obj: Context, out_dir: Path | None, omit: tuple[str, ...]) -> None:
     """Write the reproducible source distribution: patched upstream + wheels/."""
     project = obj.project()
     default = project.dist_dir
     if omit:
         default = default / _without_dir_name(omit, read_series(project.patches_dir).names)
+    target = writable_directory((out_dir or default).resolve(), what="the sdist's output directory",
+                                given_as="--out" if out_dir else "--out (its default is dist/ in the project)")
     with log.step("making the sdist"):
-        result = build_sdist(project, obj.cache(), (out_dir or default).resolve(), omit=frozenset(omit))
+        result = build_sdist(project, obj.cache(), target, omit=frozenset(omit))
     click.echo(f"{result.path}\nsha256 {result.sha256}  version {result.version}  {result.files} files")
 
 
@@ -317,19 +400,25 @@ def _without_dir_name(omit: tuple[str, ...], series: tuple[str, ...]) -> str:
 
 def _wheel(project: Project, cache: UpstreamCache, recipe_name: str, sdist: Path | None,
            isolated: bool, jobs: int | None, extra_defines: Mapping[str, str] | None = None) -> WheelResult:
-    from . import doctor
+    from . import doctor, timeouts, wheelbuild
 
     recipe = find_recipe(project.recipes_dir, recipe_name)
-    # Refused before the sdist is made: it takes minutes, and this machine may lack nvcc or cuBLAS (exit 11).
+    # Refused before the sdist is made: it takes minutes, and this machine may lack nvcc or cuBLAS (exit 11),
+    # a define may clash with the recipe's, a time limit may be malformed, an output directory unwritable.
     toolchain = doctor.detect()
     doctor.require_buildable(recipe, toolchain)
+    build_dir = project.root / "build" / recipe.name
+    wheelbuild.config_settings(recipe, build_dir, extra_defines)
+    timeouts.check_settings(timeouts.BUILD, timeouts.COMMAND)
+    # Wheels go beside their sdist: a fault build's (dist/without-NAME/) never mixes with releases.
+    sdist_dir = sdist.resolve().parent if sdist is not None else project.dist_dir.resolve()
+    wheelbuild.check_output_paths(sdist_dir / "wheels" / recipe.name, build_dir)
     if sdist is None:
         with log.step("making the sdist"):
             sdist = build_sdist(project, cache, project.dist_dir).path
-    # Wheels go beside their sdist: a fault build's (dist/without-NAME/) never mixes with releases.
     out_dir = sdist.resolve().parent / "wheels" / recipe.name
     with log.step(f"building the {recipe.name} wheel"):
-        return build_wheel(sdist.resolve(), recipe, out_dir, build_dir=project.root / "build" / recipe.name,
+        return build_wheel(sdist.resolve(), recipe, out_dir, build_dir=build_dir,
                            isolated=isolated, jobs=jobs, extra_defines=extra_defines, toolchain=toolchain)
 
 
@@ -348,7 +437,8 @@ isolation_option = click.option(
     "--no-build-isolation", "no_isolation", is_flag=True,
     help="Build with the build tools already installed (scikit-build-core, cmake, ninja) instead of fetching them.",
 )
-jobs_option = click.option("-j", "--jobs", type=int, help="Parallel build jobs (default: all cores).")
+jobs_option = click.option("-j", "--jobs", type=click.IntRange(min=1), metavar="N",
+                           help="Parallel build jobs (default: all cores).")
 
 
 @cli.command("wheel")
@@ -362,11 +452,21 @@ jobs_option = click.option("-j", "--jobs", type=int, help="Parallel build jobs (
               help="An extra CMake define on top of the recipe's (repeatable), e.g. HIRAISHIN_BUILD_TESTS=ON "
                    "to also build upstream's op tests in the build directory.")
 @pass_context
+@proc.stopping_on_signals()
 def wheel_command(obj: Context, recipe_name: str, sdist: Path | None, no_isolation: bool, jobs: int | None,
                   cmake_defines: dict[str, str]) -> None:
     """Build a wheel from the sdist with a recipe's CMake defines."""
     result = _wheel(obj.project(), obj.cache(), recipe_name, sdist, not no_isolation, jobs, cmake_defines)
     click.echo(f"{result.path}  ({result.size / 1e6:.1f} MB, version {result.version}, {', '.join(result.tags)})")
+
+
+def _gguf_model(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    from .smoke import gguf_problem
+
+    problem = gguf_problem(value) if value is not None else None
+    if problem:
+        raise click.BadParameter(f"{value} {problem}; pass a .gguf model file", ctx=ctx, param=param)
+    return value
 
 
 @cli.command("smoke", context_settings={"ignore_unknown_options": True})
@@ -379,16 +479,23 @@ def wheel_command(obj: Context, recipe_name: str, sdist: Path | None, no_isolati
 @click.option("--deps-index", metavar="URL", default=PYPI, show_default=True, envvar="HIRAISHIN_DEPS_INDEX",
               help="With --from-index and no --find-links: where the dependencies come from.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="Where the venv and report go.")
-@click.option("--serve-model", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+@click.option("--serve-model", type=click.Path(dir_okay=False, exists=True, path_type=Path), callback=_gguf_model,
               help="Also start the wheel's llama-server with this GGUF and ask it one completion.")
 @click.argument("smoke_args", nargs=-1, type=click.UNPROCESSED)
 @pass_context
+@proc.stopping_on_signals()
 def smoke_command(obj: Context, wheel: Path, system_site_packages: bool, find_links: Path | None, from_index: bool,
                   deps_index: str, out_dir: Path | None, serve_model: Path | None, smoke_args: tuple[str, ...]) -> None:
     """Install WHEEL in a fresh venv and run hiraishin-llama-smoke (extra args after --)."""
     target = (out_dir or wheel.parent / "smoke").resolve()
     result = smoke_wheel(wheel.resolve(), target, system_site_packages=system_site_packages, find_links=find_links,
                          from_index=from_index, deps_index=deps_index, smoke_args=smoke_args, serve_model=serve_model)
+    if result.refused is not None:
+        # Its arguments are the user's (after --): a usage error, as the program itself says (exit 2). It points
+        # to its own --help, but it runs in the smoke venv, not on the user's PATH.
+        said = result.refused.removesuffix(" (see hiraishin-llama-smoke --help)")
+        raise click.UsageError(f"hiraishin-llama-smoke refused to run: {said}; "
+                               "`hiraishin smoke WHEEL -- --help` lists its options")
     click.echo(f"smoke report: {result.report_path}")
     if not result.passed:
         raise SmokeFailed(f"the smoke test failed; report: {result.report_path}")
@@ -416,6 +523,7 @@ def doctor_command(obj: Context, recipe_name: str | None) -> None:
               help="The site: SITE/<variant>/simple/ per variant (wheels already there are kept).")
 @click.option("--deps-index", metavar="URL", default=PYPI, show_default=True, envvar="HIRAISHIN_DEPS_INDEX",
               help="Where the wheels' dependencies come from, in the install commands printed.")
+@proc.stopping_on_signals()
 def index_command(wheel_dir: Path, site: Path, deps_index: str) -> None:
     """PEP 503 indexes per variant from the labelled wheels under WHEEL_DIR."""
     from .index import build_index, install_command
@@ -428,8 +536,6 @@ def index_command(wheel_dir: Path, site: Path, deps_index: str) -> None:
         click.echo(f"{variant:<12} {len(wheels)} wheel(s): {install_command(wheels, url, deps_index)}")
     if result.variants_json:
         click.echo(f"variant metadata (draft PEP 825): {result.variants_json}")
-    if not result.variants:
-        click.echo(f"no labelled hiraishin_llama wheels under {wheel_dir}", err=True)
 
 
 # -- CI ---------------------------------------------------------------------
@@ -534,20 +640,19 @@ def docs_command(obj: Context, check_only: bool) -> None:
 @jobs_option
 @click.option("--no-smoke", is_flag=True, help="Stop after building the wheel.")
 @pass_context
+@proc.stopping_on_signals()
 def build(obj: Context, source: str | None, recipe_name: str | None, no_isolation: bool,
           jobs: int | None, no_smoke: bool) -> None:
     """The main job: upstream -> sdist -> wheel -> smoke test, for this machine."""
+    from . import doctor, timeouts, wheelbuild
+
     project, cache = obj.project(), obj.cache()
     pin = project.pin()
     read_series(project.patches_dir)
-    if source or not cache.exists() or not cache.store().commit_exists(pin.commit):
-        with log.step(f"fetching {pin.ref}"):
-            cache.fetch(source or pin.url, pin)
-    cache.verify(pin)
+    # The recipe, this machine's toolchain, the output directories and the time limits are checked before the
+    # fetch, which can take minutes: a typo in --recipe is reported at once, not after it.
+    env = doctor.detect()
     if recipe_name is None:
-        from . import doctor
-
-        env = doctor.detect()
         recipe, passed_over = doctor.recipe_for(env, load_recipes(project.recipes_dir))
         recipe_name = recipe.name
         click.echo(f"recipe for this machine: {recipe_name} "
@@ -555,12 +660,25 @@ def build(obj: Context, source: str | None, recipe_name: str | None, no_isolatio
                    f"nvcc: {env.nvcc.version or 'none'})")
         for reason in passed_over:
             click.echo(f"  not {reason} (`hiraishin doctor` says how to fix it)")
+    else:
+        recipe = find_recipe(project.recipes_dir, recipe_name)
+    doctor.require_buildable(recipe, env)
+    wheelbuild.check_output_paths(project.dist_dir.resolve() / "wheels" / recipe.name,
+                                  project.root / "build" / recipe.name)
+    timeouts.check_settings(timeouts.NETWORK, timeouts.BUILD, timeouts.COMMAND)
+    if source or not cache.exists() or not cache.store().commit_exists(pin.commit):
+        with log.step(f"fetching {pin.ref}"):
+            cache.fetch(source or pin.url, pin)
+    cache.verify(pin)
     wheel = _wheel(project, cache, recipe_name, None, not no_isolation, jobs)
     click.echo(f"wheel: {wheel.path} ({wheel.size / 1e6:.1f} MB)")
     if no_smoke:
         return
     with log.step("smoke test"):
         result = smoke_wheel(wheel.path, wheel.path.parent / "smoke", system_site_packages=True)
+    if result.refused is not None:
+        raise SmokeFailed(f"hiraishin-llama-smoke refused to run: {result.refused}",
+                          hint=f"run `hiraishin smoke {wheel.path}` with the arguments it needs")
     click.echo(f"wheel:        {wheel.path}\nsmoke report: {result.report_path}")
     if not result.passed:
         raise SmokeFailed(f"the smoke test failed; report: {result.report_path}")
@@ -592,14 +710,18 @@ def rebase_command(obj: Context, onto: str | None, resume: bool, skip: bool, abo
     """
     modes = [flag for flag, on in (("--onto", onto), ("--continue", resume), ("--skip", skip),
                                    ("--abort", abort), ("--scan", scan)) if on]
+    if dry_run and not onto:
+        raise click.UsageError("--dry-run goes with --onto REF")
     if len(modes) != 1:
         raise click.UsageError("give exactly one of --onto REF, --continue, --skip, --abort, --scan REF...")
     if bool(refs) != scan:
         raise click.UsageError("--scan takes one or more REFs; the other modes take none (use --onto REF)")
-    if dry_run and not onto:
-        raise click.UsageError("--dry-run goes with --onto REF")
     project, cache = obj.project(), obj.cache()
     target = (workdir or project.default_workdir).resolve()
+    default = project.default_workdir.parent / ("rebase-scan" if scan else "rebase-report")
+    # Checked before the rebase moves anything: a stop must never be hidden behind a report it cannot write.
+    writable_directory((report_base or default).parent, what="the report's directory",
+                       given_as="--report" if report_base else "the project's work/ directory")
     if abort:
         aborted = rebasing.abort(project, target)
         click.echo(f"aborted the rebase onto {aborted.onto_ref}; restored: " + (", ".join(aborted.restored) or "nothing had changed"))
@@ -613,7 +735,6 @@ def rebase_command(obj: Context, onto: str | None, resume: bool, skip: bool, abo
         else:
             found = (rebasing.continue_ if resume else rebasing.skip)(project, cache, target)
         text, data, stopped = report.rebase_text(found), report.rebase_json(found), rebasing.stopped_error(found)
-    default = project.default_workdir.parent / ("rebase-scan" if scan else "rebase-report")
     written = report.write(report_base or default, text, data)
     click.echo(data if as_json else text, nl=False)
     click.echo(f"report: {written[0]} and {written[1]}", err=True)
@@ -623,7 +744,8 @@ def rebase_command(obj: Context, onto: str | None, resume: bool, skip: bool, abo
 
 def main() -> None:
     try:
-        cli.main(standalone_mode=False)
+        with proc.stopping_on_signals():
+            cli.main(standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)

@@ -124,8 +124,9 @@ def commands_page(root: click.Command, prog: str = "hiraishin") -> str:
         lines += [f"## {ctx.command_path}", "", "```text", command.get_help(ctx).rstrip(), "```", ""]
     lines += ["## Exit codes", "", "| code | meaning |", "|---:|---|"]
     lines += [f"| {code} | {'<br>'.join(docs)} |" for code, docs in _exit_codes()]
-    lines += ["", "A usage error (an unknown option, a missing argument) exits 2 as well; an interrupt (Ctrl-C) "
-              "stops what the command started and exits 130.", ""]
+    lines += ["", "A usage error (an unknown option, a missing argument) exits 2 as well; an interrupt (Ctrl-C), "
+              "SIGTERM or SIGHUP stops what the command started, removes its temporary files and exits 128 + the "
+              "signal's number (130, 143, 129).", ""]
     lines += ["## Time limits", "",
               "Every command the tool runs is stopped, with everything it started, once it runs past the limit of "
               "its kind (exit 14, naming the limit). Each limit is set in seconds by an environment variable; "

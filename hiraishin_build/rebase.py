@@ -70,12 +70,12 @@ from .report import (
     as_data,
     outcome_from_data,
 )
-from .series import SERIES_FILE, Patch
+from .series import Patch, read_series
 from .sources import RefKind, RefTable, is_local, same_repository
-from .stack import FailedHunk, export_stack, failed_hunks, load_stack, render_patches
+from .stack import REBASE_STATE_NAME, FailedHunk, export_stack, failed_hunks, load_stack, render_patches
 from .worktree import WORK_BRANCH, WorkState, WorkTree
 
-STATE_NAME = "hiraishin-rebase.json"
+STATE_NAME = REBASE_STATE_NAME
 BACKUP_NAME = "hiraishin-rebase"
 ORIG_HEAD_REF = "refs/hiraishin/rebase-orig-head"
 STATE_VERSION = 1
@@ -777,8 +777,8 @@ def _finish(project: Project, tree: WorkTree, run: _Run, state: RebaseState, sta
     state = replace(state, phase=Phase.FINISHING)
     _save(tree, state)
     tree.write_state(WorkState(base=state.onto_commit, head=tree.head()))
-    export_stack(project, tree.path)
-    names = [line for line in (project.patches_dir / SERIES_FILE).read_text(encoding="utf-8").splitlines() if line]
+    export_stack(project, tree.path, rebasing=True)
+    names = list(read_series(project.patches_dir, allow_empty=True).names)
     outcomes, added = _classify(run.patch_dir, project.patches_dir, state.outcomes, names)
     write_pin(project.pin_file, run.pin.moved_to(state.onto_ref, state.onto_commit, url=state.onto_url or None))
     report = _report(replace(state, outcomes=outcomes), dry_run=False, started=started, added=added)

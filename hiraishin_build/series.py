@@ -1,10 +1,15 @@
-"""The patch stack on disk: ``patches/series`` and one format-patch file each."""
+"""The patch stack on disk: ``patches/series`` and one format-patch file each.
+
+Each line of ``series`` names a patch file and, after ``#``, records the size of its diff as the
+tool exported it (``name.patch  # 2 files, +126 -67``). A patch cut short at a file or hunk boundary
+still parses and applies, so this record is what tells a damaged file from a whole one.
+"""
 
 from __future__ import annotations
 
 import email.policy
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.parser import BytesHeaderParser
 from pathlib import Path
 
@@ -23,12 +28,31 @@ _PATCH_START = re.compile(rb"^(?:---\n|diff --git )", re.MULTILINE)
 
 
 @dataclass(frozen=True)
+class DiffSize:
+    files: int
+    insertions: int
+    deletions: int
+
+    def __str__(self) -> str:
+        return f"{self.files} file{'s' if self.files != 1 else ''}, +{self.insertions} -{self.deletions}"
+
+    @classmethod
+    def parse(cls, text: str) -> DiffSize | None:
+        found = _DIFF_SIZE.fullmatch(text.strip())
+        return cls(*(int(found.group(i)) for i in (1, 2, 3))) if found else None
+
+
+_DIFF_SIZE = re.compile(r"(\d+) files?, \+(\d+) -(\d+)")
+
+
+@dataclass(frozen=True)
 class Patch:
     name: str
     path: Path
     subject: str
     body: str
     files: tuple[str, ...]
+    size: DiffSize | None = None
 
     def missing_sections(self) -> list[str]:
         return [s for s in REQUIRED_SECTIONS if not re.search(rf"^{re.escape(s)}", self.body, re.MULTILINE)]
@@ -51,6 +75,11 @@ def parse_patch(path: Path) -> Patch:
         data = path.read_bytes()
     except OSError as exc:
         raise PatchError(f"{path}: cannot be read: {exc.strerror}") from None
+    if b"\r\n" in data.partition(b"\ndiff --git ")[0]:
+        raise PatchError(
+            f"{shown}: the patch has CRLF line endings (an editor or git's core.autocrlf converted it)",
+            hint=f"{restore_hint(path)}; keep git from converting patches: `patches/*.patch -text` in .gitattributes",
+        )
     header, sep, rest = data.partition(b"\n\n")
     if not sep or not header.startswith(b"From "):
         raise PatchError(f"{shown}: not a git format-patch file (no mail header)", hint=restore_hint(path))
@@ -73,13 +102,16 @@ def parse_patch(path: Path) -> Patch:
     if not files:
         raise PatchError(f"{shown}: the patch contains no diff", hint=restore_hint(path))
     body = rest[: start.start()].decode("utf-8", errors="surrogateescape").strip()
-    return Patch(path.name, path, subject, body, files)
+    stats = diff.stats
+    return Patch(path.name, path, subject, body, files, DiffSize(stats.files_changed, stats.insertions, stats.deletions))
 
 
 @dataclass(frozen=True)
 class Series:
     directory: Path
     names: tuple[str, ...]
+    recorded: dict[str, DiffSize] = field(default_factory=dict, compare=False)
+    """The diff size each line records, by patch name (lines written before sizes were recorded have none)."""
 
     @property
     def series_file(self) -> Path:
@@ -94,7 +126,18 @@ class Series:
         return sorted(p.name for p in self.directory.glob(f"*{PATCH_SUFFIX}") if p.name not in listed)
 
     def patches(self) -> list[Patch]:
-        return [parse_patch(path) for path in self.patch_paths()]
+        """Every patch, parsed, each checked against the size its series line records."""
+        parsed = [parse_patch(path) for path in self.patch_paths()]
+        for patch in parsed:
+            recorded = self.recorded.get(patch.name)
+            if recorded is not None and patch.size != recorded:
+                raise PatchError(
+                    f"{self.directory.name}/{patch.name}: {SERIES_FILE} records {recorded}, but the file holds "
+                    f"{patch.size}: it was cut short or edited by hand",
+                    hint=f"{restore_hint(patch.path)}; if the edit is meant, remove the '# {recorded}' record "
+                         f"from its line in {self.directory.name}/{SERIES_FILE} (the next export writes it anew)",
+                )
+        return parsed
 
 
 def read_series(directory: Path, *, allow_empty: bool = False) -> Series:
@@ -105,11 +148,19 @@ def read_series(directory: Path, *, allow_empty: bool = False) -> Series:
             hint="the stack needs an order file listing one patch file name per line",
         )
     names: list[str] = []
+    recorded: dict[str, DiffSize] = {}
     for number, raw in enumerate(series_file.read_text(encoding="utf-8").splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
         where = f"{series_file}:{number}"
+        line, marked, record = (part.strip() for part in line.partition("#"))
+        if marked:
+            size = DiffSize.parse(record)
+            if size is None:
+                raise ConfigError(f"{where}: '# {record}' is not a diff size record",
+                                  hint="write it as '# N files, +INSERTED -DELETED', or remove it")
+            recorded[line] = size
         if "/" in line or not line.endswith(PATCH_SUFFIX):
             raise ConfigError(f"{where}: '{line}' is not a patch file name", hint=f"list bare names ending in {PATCH_SUFFIX}")
         if line in names:
@@ -125,11 +176,12 @@ def read_series(directory: Path, *, allow_empty: bool = False) -> Series:
             f"{series_file}: the series is empty",
             hint="list the patch files in order, one per line, or regenerate with `hiraishin patches export`",
         )
-    return Series(directory, tuple(names))
+    return Series(directory, tuple(names), recorded)
 
 
-def render_series(names: list[str]) -> str:
-    return "".join(f"{name}\n" for name in names)
+def render_series(entries: list[tuple[str, DiffSize | None]]) -> str:
+    """``series`` for (name, diff size) in order; a size of None writes the bare name."""
+    return "".join(f"{name}  # {size}\n" if size is not None else f"{name}\n" for name, size in entries)
 
 
 def patch_file_name(subject: str, taken: set[str]) -> str:

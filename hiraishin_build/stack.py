@@ -8,6 +8,7 @@ check:  apply + export into a temporary place; every byte must match.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import re
 import shutil
 import tempfile
@@ -17,14 +18,18 @@ from pathlib import Path
 
 from . import git
 from .cache import UpstreamCache
-from .errors import CheckFailed, ConfigError, PatchError, WorkTreeError
+from .errors import CheckFailed, ConfigError, HiraishinError, PatchError, WorkTreeError
 from .fsutil import staged_directory
 from .log import get_logger
-from .pin import UpstreamPin
+from .pin import PIN_FILE, UpstreamPin
 from .project import Project
-from .series import (SERIES_FILE, Patch, Series, parse_patch, patch_file_name, read_series, render_series,
+from .series import (SERIES_FILE, DiffSize, Patch, Series, parse_patch, patch_file_name, read_series, render_series,
                      restore_hint)
 from .worktree import WorkState, WorkTree
+
+# The rebase's state file in a work tree's git directory (rebase.py owns it; export only needs to
+# know that a rebase stopped there).
+REBASE_STATE_NAME = "hiraishin-rebase.json"
 
 
 @dataclass(frozen=True)
@@ -62,7 +67,7 @@ def _absent_files(workdir: Path, patch_text: str) -> tuple[str, ...]:
 
 
 def _describe_failure(patch: Path, output: str, conflicted: tuple[str, ...] = (),
-                      absent: tuple[str, ...] = ()) -> PatchError:
+                      absent: tuple[str, ...] = (), *, edited: bool = False) -> PatchError:
     text = patch.read_text(encoding="utf-8", errors="replace")
     corrupt = re.search(r"^(?:error|fatal): (corrupt patch at line \d+|.*patch fragment without header.*)$", output, re.MULTILINE)
     if corrupt:
@@ -83,9 +88,16 @@ def _describe_failure(patch: Path, output: str, conflicted: tuple[str, ...] = ()
     )
     lines = [line for line in output.strip().splitlines() if not _AM_ADVICE.match(line)]
     tail = "\n".join(f"    {line}" for line in "\n".join(lines).strip().splitlines()[-8:])
+    if edited:
+        # The pin is the one committed, on which the committed stack applies: the patch file changed.
+        hint = (f"the pin is unchanged and patches/{patch.name} differs from its committed version: see "
+                f"`git diff -- patches/{patch.name}`; to undo the edit, {restore_hint(patch)}")
+    else:
+        hint = ("the upstream changed under this patch: refresh it (`hiraishin rebase --onto <ref>`), or fix the "
+                f"patch file (`git diff -- patches/{patch.name}` shows edits since the last commit)")
     return PatchError(
         f"{patch.name} does not apply" + (f"; failing files and hunks:{where}" if where else f":\n{tail}"),
-        hint="the upstream changed under this patch: refresh it (`hiraishin rebase`) or fix the patch file",
+        hint=hint,
     )
 
 
@@ -144,27 +156,58 @@ def apply_stack(
         )
     patches = [patch for patch in patches if patch.name not in omit]
     cache.require_complete(pin.commit, pin.checkout)
+    if (workdir / ".git" / REBASE_STATE_NAME).is_file():
+        raise WorkTreeError(
+            f"a rebase is stopped in {workdir}; `patches apply` there would throw away its progress",
+            hint="finish it: resolve the conflict, `git add` the files, `hiraishin rebase --continue`; or undo it "
+                 "with `hiraishin rebase --abort`; or apply elsewhere with --workdir DIR",
+        )
     tree = WorkTree(workdir)
     tree.prepare(cache, pin.commit, pin.checkout, force=force)
+    written = written_hashes(project.patches_dir)
     result = ApplyResult(workdir, pin.commit, pin.commit, warnings=warnings)
-    for patch in patches:
+    for number, patch in enumerate(patches):
         outcome = git.am(workdir, patch.path, three_way=not strict)
         if outcome.returncode != 0:
             conflicted = tuple(git.unmerged_paths(workdir))
             git.am_abort(workdir)
-            # The branch keeps the patches that applied; record it so the
-            # next apply does not mistake them for unexported work.
-            tree.write_state(WorkState(base=pin.commit, head=tree.head()))
+            # The branch keeps the patches that applied; record it so the next apply does not mistake
+            # them for unexported work, and what it lacks, so that no export deletes those from patches/.
+            missing = tuple(p.name for p in patches[number:])
+            tree.write_state(WorkState(base=pin.commit, head=tree.head(), missing=missing, written=written))
             absent = _absent_files(workdir, patch.path.read_text(encoding="utf-8", errors="replace"))
-            error = _describe_failure(patch.path, outcome.output, conflicted, absent)
+            error = _describe_failure(patch.path, outcome.output, conflicted, absent,
+                                      edited=_edited_on_committed_pin(project, pin, patch.path))
             if not scratch:
-                error.message += f"\n  the work tree {workdir} holds the {len(result.applied)} patch(es) before it"
+                error.message += (f"\n  the work tree {workdir} holds the {len(result.applied)} patch(es) before it; "
+                                  f"`patches export` refuses it until the whole stack applies")
             raise error
         result.applied.append(patch.name)
         get_logger().info("applied %s", patch.name)
     result.head = tree.head()
-    tree.write_state(WorkState(base=pin.commit, head=result.head))
+    tree.write_state(WorkState(base=pin.commit, head=result.head, missing=tuple(sorted(omit)), written=written))
     return result
+
+
+def written_hashes(patches_dir: Path) -> dict[str, str]:
+    """sha256 of every file directly in patches/, as it is now."""
+    if not patches_dir.is_dir():
+        return {}
+    return {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(patches_dir.iterdir()) if path.is_file()}
+
+
+def _edited_on_committed_pin(project: Project, pin: UpstreamPin, patch: Path) -> bool:
+    """Whether the pin is the one last committed while the patch file is not: then a patch that stops
+    applying was edited, not overtaken by the upstream. False where the project is no git checkout."""
+    pin_file = PIN_FILE.as_posix()
+    try:
+        committed_pin = git.git(project.root, "show", f"HEAD:{pin_file}", check=False, what="reading the committed pin")
+        patch_diff = git.git(project.root, "diff", "--quiet", "HEAD", "--", f"patches/{patch.name}", check=False,
+                             what="comparing the patch with its committed version")
+    except HiraishinError:
+        return False
+    return committed_pin.returncode == 0 and pin.commit in committed_pin.stdout and patch_diff.returncode == 1
 
 
 class ExportChange(str, Enum):
@@ -178,10 +221,11 @@ class ExportChange(str, Enum):
 class ExportResult:
     changes: dict[str, ExportChange]
     kept: list[str]
+    series_changed: bool = False
 
     @property
     def changed(self) -> bool:
-        return any(change is not ExportChange.UNCHANGED for change in self.changes.values())
+        return self.series_changed or any(change is not ExportChange.UNCHANGED for change in self.changes.values())
 
 
 # The author date is not part of the change, and a stack re-exported on
@@ -204,6 +248,7 @@ def render_patches(workdir: Path, out_dir: Path) -> list[str]:
     state = tree.read_state()
     tree.refuse_if_dirty("export (uncommitted changes would be left out)")
     names: list[str] = []
+    sizes: list[DiffSize | None] = []
     with tempfile.TemporaryDirectory(prefix="hiraishin-export-") as scratch:
         for line in git.rev_list(workdir, state.base, "HEAD"):
             commit, *parents = line.split()
@@ -214,10 +259,12 @@ def render_patches(workdir: Path, out_dir: Path) -> list[str]:
                 )
             written = git.format_patch(workdir, commit, Path(scratch))
             _pin_date(written)
-            name = patch_file_name(parse_patch(written).subject, set(names))
+            parsed = parse_patch(written)
+            name = patch_file_name(parsed.subject, set(names))
             shutil.move(written, out_dir / name)
             names.append(name)
-    (out_dir / SERIES_FILE).write_bytes(render_series(names).encode("utf-8"))
+            sizes.append(parsed.size)
+    (out_dir / SERIES_FILE).write_bytes(render_series(list(zip(names, sizes))).encode("utf-8"))
     return names
 
 
@@ -237,12 +284,76 @@ def _compare(old_dir: Path, new_dir: Path, old_names: list[str], new_names: list
     return changes
 
 
-def export_stack(project: Project, workdir: Path) -> ExportResult:
+def _refuse_partial_branch(workdir: Path, state: WorkState) -> None:
+    """An export writes patches/ as the branch holds it: a branch without the whole stack would delete
+    the patches it lacks from patches/ and series."""
+    rebase_state = workdir / ".git" / REBASE_STATE_NAME
+    if rebase_state.is_file():
+        raise WorkTreeError(
+            f"a rebase is stopped in {workdir}; `patches export` now would write only the patches it has "
+            "reached and delete the others from patches/",
+            hint="resolve the conflict, `git add` the files, then `hiraishin rebase --continue` (it writes "
+                 "patches/ when the whole stack is on the new base), or `hiraishin rebase --abort`; patches/ "
+                 "was not changed",
+        )
+    if state.missing:
+        first, rest = state.missing[0], len(state.missing) - 1
+        raise WorkTreeError(
+            f"{workdir} does not hold the whole stack: {first} was not applied"
+            + (f", nor the {rest} patch(es) after it" if rest else "")
+            + "; exporting would delete them from patches/ and series",
+            hint=f"make the stack apply, then export: fix patches/{first} (or restore it: "
+                 f"git checkout -- patches/{first}) and run `hiraishin patches apply`; to drop a patch on "
+                 "purpose, remove its line from patches/series first; patches/ was not changed",
+        )
+
+
+def _edited_since_written(patches_dir: Path, state: WorkState, rendered: Path, names: list[str]) -> list[str]:
+    """Files of patches/ changed by hand since the tool applied or wrote them, that an export would
+    replace with other bytes. Work trees made before the tool recorded this have nothing to compare."""
+    edited = []
+    for name, digest in sorted(state.written.items()):
+        current = patches_dir / name
+        if not current.is_file():
+            continue
+        data = current.read_bytes()
+        if hashlib.sha256(data).hexdigest() == digest:
+            continue
+        new = rendered / name
+        if new.is_file() and new.read_bytes() == data:
+            continue
+        edited.append(name)
+    return edited
+
+
+def export_stack(project: Project, workdir: Path, *, overwrite_edits: bool = False,
+                 rebasing: bool = False) -> ExportResult:
+    """Write patches/ from the work branch, swapped in whole.
+
+    Refuses a branch that lacks part of the stack (a failed apply, a stopped rebase) and, unless
+    ``overwrite_edits``, files of patches/ edited by hand since they were applied. ``rebasing``: the
+    rebase's own export, which keeps a backup of patches/ and reports every change."""
     patches_dir = project.patches_dir
+    tree = WorkTree(workdir)
+    state = tree.read_state()
+    if not rebasing:
+        _refuse_partial_branch(workdir, state)
     old_names = list(read_series(patches_dir, allow_empty=True).names) if (patches_dir / SERIES_FILE).is_file() else []
     with tempfile.TemporaryDirectory(prefix="hiraishin-render-") as rendered_dir:
         rendered = Path(rendered_dir)
         names = render_patches(workdir, rendered)
+        if not rebasing and not overwrite_edits:
+            edited = _edited_since_written(patches_dir, state, rendered, names)
+            if edited:
+                shown = ", ".join(f"patches/{name}" for name in edited)
+                raise WorkTreeError(
+                    f"{shown} changed since `patches apply` read {'it' if len(edited) == 1 else 'them'}, and the "
+                    "work branch holds something else: exporting would overwrite the edit",
+                    hint="to keep the edit, put it into the branch: `hiraishin patches apply --force` applies "
+                         "patches/ as it is now (the branch is kept under refs/hiraishin/backup/); to replace "
+                         "it with the branch's version, `hiraishin patches export --overwrite`; patches/ was "
+                         "not changed",
+                )
         changes = _compare(patches_dir, rendered, old_names, names)
         series_same = (patches_dir / SERIES_FILE).is_file() and (
             (patches_dir / SERIES_FILE).read_bytes() == (rendered / SERIES_FILE).read_bytes()
@@ -253,16 +364,15 @@ def export_stack(project: Project, workdir: Path) -> ExportResult:
             p.name for p in patches_dir.iterdir()
             if p.name != SERIES_FILE and p.name not in old_names and p.name not in names
         ) if patches_dir.is_dir() else []
-        result = ExportResult(changes, kept)
-        if result.changed or not series_same:
+        result = ExportResult(changes, kept, series_changed=not series_same)
+        if result.changed:
             with staged_directory(patches_dir) as staging:
                 for name in [*names, SERIES_FILE]:
                     shutil.copy2(rendered / name, staging / name)
                 for name in kept:
                     source = patches_dir / name
                     (shutil.copytree if source.is_dir() else shutil.copy2)(source, staging / name)
-    tree = WorkTree(workdir)
-    tree.write_state(WorkState(base=tree.read_state().base, head=tree.head()))
+    tree.write_state(WorkState(base=state.base, head=tree.head(), written=written_hashes(patches_dir)))
     for name in kept:
         get_logger().warning("kept %s: it is not part of the stack", patches_dir / name)
     return result

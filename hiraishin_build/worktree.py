@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import git
@@ -33,6 +33,14 @@ class WorkState:
 
     head: str
     """The work branch's commit when the tool last applied or exported the stack."""
+
+    missing: tuple[str, ...] = ()
+    """Patches of the series the work branch lacks: the one that did not apply and every one after it.
+    An export of such a branch would delete them from patches/, so export refuses it."""
+
+    written: dict[str, str] = field(default_factory=dict)
+    """sha256 of each file of patches/ (series included) as the tool last applied or wrote it, so that an
+    export notices a file edited by hand since, instead of overwriting it."""
 
 
 class WorkTree:
@@ -58,7 +66,9 @@ class WorkTree:
             )
         try:
             data = json.loads(self.state_file.read_text(encoding="utf-8"))
-            return WorkState(base=data["base"], head=data["head"])
+            # states written before `missing` and `written` were recorded lack them
+            return WorkState(base=data["base"], head=data["head"], missing=tuple(data.get("missing", ())),
+                             written=dict(data.get("written", {})))
         except (ValueError, KeyError, TypeError) as exc:
             raise WorkTreeError(
                 f"{self.state_file}: unreadable state ({exc})",

@@ -31,7 +31,7 @@ def test_moved_tag_exit_code_and_message(tmp_path: Path, upstream: Upstream, cac
     assert moved.returncode == 4
     assert "moved" in moved.stderr and upstream.commit in moved.stderr
     assert "Traceback" not in moved.stderr
-    assert "MOVED" in hiraishin("upstream", "show", cwd=project.root).stdout
+    assert "matches the pin" in hiraishin("upstream", "show", cwd=project.root).stdout  # a refused fetch changes nothing
 
 
 def test_patches_commands(stack_project: StackProject) -> None:
@@ -50,12 +50,14 @@ def test_build_fetches_the_upstream_then_names_what_is_missing(tmp_path: Path, s
     import shutil
 
     shutil.rmtree(stack_project.cache.root)
+    # a recipe that exists, so the build gets as far as the fetch
+    shutil.copy(Path(__file__).resolve().parents[2] / "recipes" / "cpu.toml", stack_project.project.recipes_dir / "cpu.toml")
     built = hiraishin("build", "--recipe", "cpu", cwd=stack_project.project.root)  # the pin's url is the synthetic upstream
     # The cache was filled from the pin's url before anything else ...
     assert stack_project.cache.store().commit_exists(stack_project.upstream.commit)
     # ... and a project without a wheel project stops with a clear error, not a traceback.
     assert built.returncode == 2, built.stderr
-    assert "no recipe 'cpu'" in built.stderr or "pyproject.toml" in built.stderr
+    assert "pyproject.toml" in built.stderr
     assert "Traceback" not in built.stderr
 
 
@@ -135,7 +137,7 @@ def test_source_usage_errors(tmp_path: Path, upstream: Upstream, cache) -> None:
     tags = hiraishin("upstream", "tags", "--source", "nosuch", cwd=project.root)
     assert tags.returncode == 4 and "no source named 'nosuch'" in tags.stderr
     bad = hiraishin("upstream", "fetch", "--from", str(upstream.path), "--name", "a/b", cwd=project.root)
-    assert bad.returncode == 4 and "cannot name a source" in bad.stderr
+    assert bad.returncode == 2 and "cannot name a source" in bad.stderr
     assert "Traceback" not in unknown.stderr + tags.stderr + bad.stderr
 
 

@@ -218,7 +218,7 @@ def test_the_stack_info_in_full(tmp_path: Path) -> None:
     (tmp_path / "wheels" / "pyproject.toml").write_text('[tool.hiraishin]\nexact-backends = ["cuda", "cpu"]\n')
     project = Project(tmp_path)
     pin = UpstreamPin("https://example.invalid/llama.git", "b101", "a" * 40)
-    names = [line for line in (tmp_path / "patches" / "series").read_text().splitlines() if line.strip()]
+    names = [line.split("#")[0].strip() for line in (tmp_path / "patches" / "series").read_text().splitlines() if line.strip()]
     text = _stack_info(project, pin, "c" * 40, "101.7", 101).decode()
     info = json.loads(text)
     assert list(info) == ["exact_backends", "patched_commit", "patches", "upstream", "version"]  # sorted keys

@@ -12,6 +12,7 @@ from hiraishin_build.series import (
     PATCH_SUFFIX,
     REQUIRED_SECTIONS,
     SERIES_FILE,
+    DiffSize,
     Patch,
     Series,
     parse_patch,
@@ -69,7 +70,8 @@ def test_constants() -> None:
 def test_a_patch_read_in_full(tmp_path: Path) -> None:
     path = write(tmp_path, "a.patch", patch_text())
     patch = parse_patch(path)
-    assert patch == Patch("a.patch", path, "ggml: a change", MESSAGE.strip(), ("src/a.c", "include/b.h"))
+    assert patch == Patch("a.patch", path, "ggml: a change", MESSAGE.strip(), ("src/a.c", "include/b.h"),
+                          DiffSize(2, 2, 1))
     assert patch.missing_sections() == []
     with pytest.raises(dataclasses.FrozenInstanceError):
         patch.name = "b.patch"  # type: ignore[misc]
@@ -182,7 +184,7 @@ def make_stack(directory: Path, *names: str, series: str | None = None) -> None:
     directory.mkdir(exist_ok=True)
     for name in names:
         write(directory, name, patch_text(subject=name[: -len(".patch")]))
-    write(directory, "series", render_series(list(names)) if series is None else series)
+    write(directory, "series", render_series([(name, None) for name in names]) if series is None else series)
 
 
 def test_a_series_read_in_full(tmp_path: Path) -> None:
@@ -207,8 +209,22 @@ def test_several_unlisted_files_are_sorted(tmp_path: Path) -> None:
 
 
 def test_render_series() -> None:
-    assert render_series(["a.patch", "b.patch"]) == "a.patch\nb.patch\n"
+    assert render_series([("a.patch", None), ("b.patch", None)]) == "a.patch\nb.patch\n"
+    assert render_series([("a.patch", DiffSize(2, 126, 67)), ("b.patch", DiffSize(1, 4, 1))]) == (
+        "a.patch  # 2 files, +126 -67\nb.patch  # 1 file, +4 -1\n")
     assert render_series([]) == ""
+
+
+def test_a_size_record_is_read_and_checked_against_the_file(tmp_path: Path) -> None:
+    make_stack(tmp_path, "a.patch", series="a.patch  # 2 files, +2 -1\n")
+    series = read_series(tmp_path)
+    assert series.recorded == {"a.patch": DiffSize(2, 2, 1)} and series.patches()[0].size == DiffSize(2, 2, 1)
+    write(tmp_path, "series", "a.patch  # 2 files, +3 -1\n")
+    with pytest.raises(PatchError, match="records 2 files, \\+3 -1, but the file holds 2 files, \\+2 -1"):
+        read_series(tmp_path).patches()
+    write(tmp_path, "series", "a.patch  # two files\n")
+    with pytest.raises(ConfigError, match="is not a diff size record"):
+        read_series(tmp_path)
 
 
 def _config_error(directory: Path) -> ConfigError:

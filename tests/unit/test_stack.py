@@ -433,7 +433,8 @@ def test_a_failure_naming_no_hunk_quotes_gits_output_without_its_advice(tmp_path
     error = _describe_failure(patch, output)
     assert error.message == ("0001-a.patch does not apply:\n    Applying: mmvq: a change\n"
                              "    error: sha1 information is lacking or useless (a.c).")
-    assert error.hint == "the upstream changed under this patch: refresh it (`hiraishin rebase`) or fix the patch file"
+    assert error.hint == ("the upstream changed under this patch: refresh it (`hiraishin rebase --onto <ref>`), or fix "
+                          "the patch file (`git diff -- patches/0001-a.patch` shows edits since the last commit)")
 
 
 def test_a_patch_git_calls_corrupt_is_named_with_gits_reason(tmp_path: Path) -> None:
