@@ -30,9 +30,15 @@ def break_second_patch(root: Path) -> Path:
     return second
 
 
-@pytest.fixture
-def guarded(stack_project: StackProject) -> Guarded:
-    return Guarded(stack_project.project.root, stack_project.cache.root)
+def tag_a_conflicting_upstream(stack_project: StackProject) -> str:
+    """Tag b102 on the upstream with an edit where the first patch changes mmvq.cu, fetch it; its mmvq.cu."""
+    upstream = stack_project.upstream
+    text = (upstream.path / MMVQ).read_text().replace("    // block 20\n", "    // block 20 (upstream note)\n")
+    (upstream.path / MMVQ).write_text(text)
+    sh_git(upstream.path, "commit", "-q", "-am", "upstream edits block 20")
+    sh_git(upstream.path, "tag", "-a", "-m", "b102", "b102")
+    assert run("upstream", "fetch", "--from", str(upstream.path), cwd=stack_project.project.root).returncode == 0
+    return text
 
 
 def test_export_after_a_failed_apply_refuses_and_keeps_every_patch(stack_project: StackProject) -> None:
@@ -61,12 +67,8 @@ def test_a_later_commit_by_hand_does_not_make_a_partial_branch_exportable(stack_
 
 
 def test_export_during_a_stopped_rebase_refuses_and_points_to_continue(stack_project: StackProject) -> None:
-    root, upstream = stack_project.project.root, stack_project.upstream
-    text = (upstream.path / MMVQ).read_text().replace("    // block 20\n", "    // block 20 (upstream note)\n")
-    (upstream.path / MMVQ).write_text(text)
-    sh_git(upstream.path, "commit", "-q", "-am", "upstream edits block 20")
-    sh_git(upstream.path, "tag", "-a", "-m", "b102", "b102")
-    assert run("upstream", "fetch", "--from", str(upstream.path), cwd=root).returncode == 0
+    root = stack_project.project.root
+    text = tag_a_conflicting_upstream(stack_project)
     stopped = run("rebase", "--onto", "b102", cwd=root)
     assert stopped.returncode == 10 and "--continue" in stopped.stdout + stopped.stderr
     # The maintainer resolves by hand and commits, as git suggests, then reaches for export.
@@ -193,12 +195,8 @@ def test_an_unwritable_path_is_refused_before_any_work(stack_project: StackProje
 def test_a_rebase_that_stops_still_shows_its_conflict_when_the_report_cannot_be_written(
         stack_project: StackProject, tmp_path: Path) -> None:
     """The report path is checked first; so the stop itself is never hidden behind a write error."""
-    root, upstream = stack_project.project.root, stack_project.upstream
-    text = (upstream.path / MMVQ).read_text().replace("    // block 20\n", "    // block 20 (upstream note)\n")
-    (upstream.path / MMVQ).write_text(text)
-    sh_git(upstream.path, "commit", "-q", "-am", "upstream edits block 20")
-    sh_git(upstream.path, "tag", "-a", "-m", "b102", "b102")
-    run("upstream", "fetch", "--from", str(upstream.path), cwd=root)
+    root = stack_project.project.root
+    tag_a_conflicting_upstream(stack_project)
     report = tmp_path / "reports" / "r"
     stopped = run("rebase", "--onto", "b102", "--report", str(report), cwd=root)
     assert stopped.returncode == 10 and MMVQ in stopped.stdout + stopped.stderr
