@@ -41,9 +41,12 @@ else
     echo "built in $(( $(date +%s) - t ))s"
 fi
 cd /tmp/wip/build/bin || exit 1
+# BI_OPS: the batch-invariance families to run (default: all of them); BI_TIMEOUT: seconds for each run
+bi_ops=${BI_OPS:-MUL_MAT_BATCH_INVARIANCE,FFN_BATCH_INVARIANCE,MUL_MAT_ID_BATCH_INVARIANCE,MOE_FFN_BATCH_INVARIANCE}
+bi_timeout=${BI_TIMEOUT:-420}
 for on in 1 0; do
     t=$(date +%s)
-    GGML_BATCH_INVARIANT=$on timeout 120 ./test-backend-ops -b CUDA0 -o MUL_MAT_BATCH_INVARIANCE,FFN_BATCH_INVARIANCE > "$OUT/tbo-bi-$on.txt" 2>&1
+    GGML_BATCH_INVARIANT=$on timeout "$bi_timeout" ./test-backend-ops -b CUDA0 -o "$bi_ops" > "$OUT/tbo-bi-$on.txt" 2>&1
     echo "batch-invariance cases, switch $on, in $(( $(date +%s) - t ))s: $(grep -E 'tests passed' "$OUT/tbo-bi-$on.txt")"
     grep -E 'FAIL' "$OUT/tbo-bi-$on.txt" | head -40 | cut -c1-160
 done
@@ -64,13 +67,13 @@ done
 # rebuilt with it applied and the batch-invariance cases run once more, switch on.
 if [ -n "${WIP_FAULT_BINARY:-}" ]; then
     xz -dc "$REPO/$WIP_FAULT_BINARY" > ./test-backend-ops-fault && chmod +x ./test-backend-ops-fault || exit 1
-    GGML_BATCH_INVARIANT=1 timeout 120 ./test-backend-ops-fault -b CUDA0 -o MUL_MAT_BATCH_INVARIANCE,FFN_BATCH_INVARIANCE > "$OUT/tbo-bi-fault.txt" 2>&1
+    GGML_BATCH_INVARIANT=1 timeout "$bi_timeout" ./test-backend-ops-fault -b CUDA0 -o "$bi_ops" > "$OUT/tbo-bi-fault.txt" 2>&1
 elif [ -n "${FAULT_DIFF:-}" ]; then
     patch -d /tmp/wip/llama.cpp -p1 < "$REPO/$FAULT_DIFF" > "$OUT/fault-patch.txt" 2>&1 || { cat "$OUT/fault-patch.txt"; exit 1; }
     t=$(date +%s)
     cmake --build /tmp/wip/build --target test-backend-ops -j "$(nproc)" > "$OUT/build-fault.log" 2>&1 || { grep -m5 -B2 -A5 'error' "$OUT/build-fault.log"; exit 1; }
     echo "rebuilt with $FAULT_DIFF in $(( $(date +%s) - t ))s"
-    GGML_BATCH_INVARIANT=1 timeout 120 ./test-backend-ops -b CUDA0 -o MUL_MAT_BATCH_INVARIANCE,FFN_BATCH_INVARIANCE > "$OUT/tbo-bi-fault.txt" 2>&1
+    GGML_BATCH_INVARIANT=1 timeout "$bi_timeout" ./test-backend-ops -b CUDA0 -o "$bi_ops" > "$OUT/tbo-bi-fault.txt" 2>&1
 fi
 # With NCU_CASE (a test-backend-ops perf filter, e.g. 'type_a=q4_K,type_b=f32,m=4096,n=16,k=12288'),
 # Nsight Compute's warp-state, scheduler and instruction sections for the tensor-core kernels
