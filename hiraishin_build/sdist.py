@@ -98,6 +98,7 @@ def _stack_info(project: Project, pin: UpstreamPin, patched_commit: str, version
     info = {
         "version": version,
         "exact_backends": sorted(tool.get("exact-backends", [])),
+        "exact_moe_backends": sorted(tool.get("exact-moe-backends", [])),
         "upstream": {"url": pin.url, "ref": pin.ref, "commit": pin.commit, "build_number": build_number},
         "patched_commit": patched_commit,
         "patches": [

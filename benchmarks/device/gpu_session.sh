@@ -64,10 +64,11 @@ optests)
     cd "$BUILD/bin" || exit 1
     ls test-backend-ops test-batch-invariance libggml-cuda.so || exit 1
     run() { local name=$1; shift; echo "== $name: $*"; local t; t=$(date +%s)
-            timeout 200 env "$@" > "$OUT/$name.txt" 2>&1; local rc=$?
+            timeout 420 env "$@" > "$OUT/$name.txt" 2>&1; local rc=$?
             echo "rc=$rc in $(( $(date +%s) - t ))s: $(grep -E 'tests passed|backends passed' "$OUT/$name.txt" | tr '\n' ' ')"
             grep -c 'FAIL' "$OUT/$name.txt"; }
     bi_ops=MUL_MAT_BATCH_INVARIANCE,FLASH_ATTN_EXT_BATCH_INVARIANCE,FFN_BATCH_INVARIANCE
+    bi_ops=$bi_ops,MUL_MAT_ID_BATCH_INVARIANCE,MOE_FFN_BATCH_INVARIANCE
     run tbo-bi-on   GGML_BATCH_INVARIANT=1 ./test-backend-ops -b CUDA0 -o $bi_ops
     run tbo-bi-off  GGML_BATCH_INVARIANT=0 ./test-backend-ops -b CUDA0 -o $bi_ops
     run tbi-on      ./test-batch-invariance

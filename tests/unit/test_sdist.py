@@ -215,15 +215,18 @@ def test_the_stack_info_in_full(tmp_path: Path) -> None:
 
     shutil.copytree(REPO / "patches", tmp_path / "patches")
     (tmp_path / "wheels").mkdir()
-    (tmp_path / "wheels" / "pyproject.toml").write_text('[tool.hiraishin]\nexact-backends = ["cuda", "cpu"]\n')
+    (tmp_path / "wheels" / "pyproject.toml").write_text(
+        '[tool.hiraishin]\nexact-backends = ["cuda", "cpu"]\nexact-moe-backends = ["cuda"]\n')
     project = Project(tmp_path)
     pin = UpstreamPin("https://example.invalid/llama.git", "b101", "a" * 40)
     names = [line.split("#")[0].strip() for line in (tmp_path / "patches" / "series").read_text().splitlines() if line.strip()]
     text = _stack_info(project, pin, "c" * 40, "101.7", 101).decode()
     info = json.loads(text)
-    assert list(info) == ["exact_backends", "patched_commit", "patches", "upstream", "version"]  # sorted keys
+    assert list(info) == ["exact_backends", "exact_moe_backends", "patched_commit", "patches", "upstream",
+                          "version"]  # sorted keys
     assert text.endswith("}\n") and text.splitlines()[1] == '  "exact_backends": ['
     assert info["exact_backends"] == ["cpu", "cuda"]
+    assert info["exact_moe_backends"] == ["cuda"]
     assert info["upstream"] == {"url": "https://example.invalid/llama.git", "ref": "b101", "commit": "a" * 40,
                                "build_number": 101}
     assert (info["patched_commit"], info["version"]) == ("c" * 40, "101.7")

@@ -129,7 +129,7 @@ def test_vocab_layout_for_the_large_preset() -> None:
 
 
 def test_unknown_preset_lists_valid_presets(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="qwen3-8b, tiny"):
+    with pytest.raises(ValueError, match="gpt-oss, qwen3-8b, qwen3moe, tiny, tiny-gpt-oss, tiny-qwen3moe$"):
         synthetic.make_model("llama-70b", seed=1, n_layer=None, out_path=tmp_path / "x.gguf")
 
 
@@ -155,7 +155,7 @@ def test_too_small_vocabulary_is_rejected() -> None:
 
 
 def test_bad_quant_type_lists_valid_types(tiny_model: Path, tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="Q4_K_M, Q6_K, Q8_0"):
+    with pytest.raises(ValueError, match="Q4_K_M, Q6_K, Q8_0, MXFP4_MOE"):
         synthetic.quantize(tiny_model, tmp_path / "q.gguf", "Q3_K_XL", "/bin/true")
 
 

@@ -57,7 +57,7 @@ def test_dry_run_lines_are_parsed_into_types(tmp_path: Path) -> None:
                        "token_embd.weight": ("f16", "q4_K")}
 
 
-@pytest.mark.parametrize("qtype", list(synthetic._DIRECT_BLOCK_SCALES))
+@pytest.mark.parametrize("qtype", synthetic._direct_types())
 def test_block_scales_give_the_requested_standard_deviation(qtype: gguf.GGMLQuantizationType) -> None:
     # The constants are derived by hand; dequantizing with gguf's reference code checks them.
     spec = synthetic._TensorSpec("blk.0.ffn_up.weight", (64, 1024), 0.02)

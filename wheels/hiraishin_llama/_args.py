@@ -1,5 +1,6 @@
-"""Command-line parsing shared by hiraishin-llama-smoke and hiraishin-llama-bench, and the checks of
-the paths given on it that both make before any work (a run of minutes must not fail at its end)."""
+"""Command-line parsing shared by hiraishin-llama-smoke and hiraishin-llama-bench, the checks of the
+paths given on it that both make before any work (a run of minutes must not fail at its end), and what
+a model file given on it is (its architecture, its experts), which decides how it is tested."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import json
 import os
 import re
 import tempfile
-from pathlib import Path
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -144,3 +146,43 @@ def write_report(path: Path, report: dict) -> None:
         os.replace(partial, target)
     finally:
         partial.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class ModelKind:
+    """What a GGUF model is, from its metadata: enough to tell a mixture-of-experts model from a dense one."""
+
+    architecture: str
+    n_expert: int
+    """Experts per layer ({architecture}.expert_count); 0 for a dense model."""
+    n_expert_used: int
+    """Experts each token uses ({architecture}.expert_used_count); 0 for a dense model."""
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_expert > 0
+
+
+def _field_value(field: object) -> str | int:
+    # ReaderField.contents() is not in every gguf release the wheel accepts; parts and data are.
+    value = field.parts[field.data[0]]  # type: ignore[attr-defined]
+    import gguf
+
+    if field.types and field.types[0] == gguf.GGUFValueType.STRING:  # type: ignore[attr-defined]
+        return bytes(value).decode(errors="replace")
+    return int(value[0])
+
+
+def model_kind(path: Path) -> ModelKind | None:
+    """The model's architecture and experts, or None when its metadata cannot be read (a file cut short, a
+    GGUF version the gguf package does not know): the caller must then not assume the model is dense."""
+    import gguf
+
+    try:
+        fields = gguf.GGUFReader(path).fields
+        architecture = str(_field_value(fields["general.architecture"]))
+        counts = [fields.get(f"{architecture}.{key}") for key in ("expert_count", "expert_used_count")]
+        n_expert, n_expert_used = (int(_field_value(field)) if field is not None else 0 for field in counts)
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return None
+    return ModelKind(architecture, n_expert, n_expert_used)

@@ -16,6 +16,11 @@ one-token pass, each at its best draft length (``speedup.py``).
 The models are synthetic (``python -m hiraishin_llama.synthetic``), written
 directly in their quantized types by default, so that a full-size model takes
 seconds and no F16 model; timings depend on types and shapes, not on weights.
+The default is dense (qwen3-8b, all 36 layers); --preset qwen3moe (48 layers,
+Qwen3-30B-A3B shapes) or --preset gpt-oss (24 layers, gpt-oss-20b shapes,
+MXFP4_MOE) measures a mixture-of-experts model, whose floor counts the experts
+a token uses, not all of them. The report says which preset and architecture
+were measured.
 """
 
 from __future__ import annotations
@@ -30,16 +35,28 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import re
+
 import gguf
 
 from . import __version__, runtime, speedup, synthetic
-from ._args import ArgumentParser, directory_problem, parse_batches, report_path_problem, write_report
+from ._args import (ArgumentParser, ModelKind, directory_problem, model_kind, parse_batches, report_path_problem,
+                    write_report)
 from ._launch import switch_environment, tool_dir
 
 REPLAY = "hiraishin-replay"
 MODES = {"exact": True, "stock": False}
 # The only tensor a pass does not read whole: its rows are gathered per token.
 GATHERED_TENSORS = ("token_embd.weight",)
+# The expert tensors of a mixture-of-experts layer (llama.cpp's LLM_FFN_EXPS_REGEX, which --cpu-moe
+# places), weights and biases: a token reads only the experts its router chose.
+EXPERT_TENSOR = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch|)exps")
+# Layers of the model a preset is shaped after, where the preset's own default is a few layers for the
+# smoke test (qwen3-8b: 4); the mixture-of-experts presets default to all of theirs (48, 24).
+FULL_SIZE_LAYERS = {"qwen3-8b": 36}
+# Quantizations measured when --quants is left out: a model's native one where it has one (gpt-oss ships
+# its experts in MXFP4), else the two the project makes exact.
+DEFAULT_QUANTS = {"gpt-oss": ("MXFP4_MOE",), "tiny-gpt-oss": ("MXFP4_MOE",)}
 
 
 class BenchError(RuntimeError):
@@ -79,10 +96,19 @@ class VerifyRow:
         return self.exact_ms / self.stock_ms
 
 
-def pass_bytes(model: Path) -> int:
-    """Bytes of weights one forward pass reads: all tensors but the gathered embeddings."""
+def pass_bytes(model: Path, kind: ModelKind | None = None) -> int:
+    """Bytes of weights one forward pass must read: all tensors but the gathered embeddings, and of a
+    mixture-of-experts model's expert tensors only the share of the experts one token uses: a pass of b
+    tokens reads at least those (more when its tokens choose different experts), so the floor stays a
+    floor at every b."""
     reader = gguf.GGUFReader(model)
-    return sum(int(t.n_bytes) for t in reader.tensors if t.name not in GATHERED_TENSORS)
+    read = [t for t in reader.tensors if t.name not in GATHERED_TENSORS]
+    kind = kind or model_kind(model)
+    if kind is None or not kind.is_moe:
+        return sum(int(t.n_bytes) for t in read)
+    experts = sum(int(t.n_bytes) for t in read if EXPERT_TENSOR.search(t.name))
+    dense = sum(int(t.n_bytes) for t in read if not EXPERT_TENSOR.search(t.name))
+    return dense + experts * kind.n_expert_used // kind.n_expert
 
 
 def model_path(work_dir: Path, config: BenchConfig, quant: str, n_layer: int) -> Path:
@@ -143,7 +169,10 @@ def expected_speedup(rows: list[VerifyRow]) -> dict:
 def bench_model(config: BenchConfig, quant: str, work_dir: Path, scratch: Path) -> dict:
     target = prepare_model(work_dir, config, quant, config.n_layer)
     draft = prepare_model(work_dir, config, quant, config.draft_layers) if config.spec else None
-    bytes_per_pass = pass_bytes(target)
+    kind = model_kind(target)
+    if kind is None:
+        raise BenchError(f"the metadata of {target} cannot be read; remove the file so that it is made again")
+    bytes_per_pass = pass_bytes(target, kind)
     batches = ",".join(str(b) for b in config.batches)
     common = ["--model", str(target), "--ctx", str(config.ctx), "--seed", str(config.seed)]
 
@@ -174,6 +203,8 @@ def bench_model(config: BenchConfig, quant: str, work_dir: Path, scratch: Path) 
     return {
         "model": {"path": str(target), "file_bytes": target.stat().st_size, "pass_bytes": bytes_per_pass,
                   "desc": passes["exact"]["model_desc"], "n_layer": passes["exact"]["n_layer"],
+                  "preset": config.preset, "architecture": kind.architecture,
+                  "n_expert": kind.n_expert, "n_expert_used": kind.n_expert_used,
                   "draft": str(draft) if draft else None},
         "copy_bandwidth_gb_per_s": bandwidth_gb_per_s,
         "verify": [{**asdict(row), "ratio": row.ratio} for row in rows],
@@ -185,8 +216,11 @@ def bench_model(config: BenchConfig, quant: str, work_dir: Path, scratch: Path) 
 
 
 def render(quant: str, result: dict, max_ratio: float | None) -> str:
-    lines = [f"{quant} ({result['model']['desc']}, {result['model']['n_layer']} layers, "
-             f"{result['model']['pass_bytes'] / 1e9:.2f} GB read per pass)"]
+    model = result["model"]
+    experts = (f", {model['n_expert']} experts ({model['n_expert_used']} used per token)"
+               if model.get("n_expert") else "")
+    lines = [f"{quant} ({model['desc']}, {model['n_layer']} layers{experts}, "
+             f"{model['pass_bytes'] / 1e9:.2f} GB read per pass{' at least' if experts else ''})"]
     bandwidth = result["copy_bandwidth_gb_per_s"]
     header = f"{'b':>3} {'exact ms':>10} {'stock ms':>10} {'exact/stock':>12} {'floor ms':>9} {'exact/floor':>12}"
     lines += [header, "-" * len(header)]
@@ -226,11 +260,16 @@ def main(argv: list[str] | None = None) -> int:
     defaults = BenchConfig()
     parser = ArgumentParser(prog="hiraishin-llama-bench", description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--preset", default=defaults.preset, help=f"synthetic model shape (default: {defaults.preset})")
-    parser.add_argument("--n-layer", type=int, default=defaults.n_layer, help="layers (default: 36, all of Qwen3-8B)")
+    parser.add_argument("--preset", default=defaults.preset,
+                        help=f"synthetic model shape (default: {defaults.preset}; mixture-of-experts: qwen3moe, "
+                             "gpt-oss)")
+    parser.add_argument("--n-layer", type=int, default=None,
+                        help="layers (default: all of the model the preset is shaped after: 36 for qwen3-8b, "
+                             "48 for qwen3moe, 24 for gpt-oss)")
     parser.add_argument("--draft-layers", type=int, default=defaults.draft_layers,
                         help="layers of the small draft model (default: 1)")
-    parser.add_argument("--quants", default=",".join(defaults.quants), help="models (default: Q4_K_M,Q6_K)")
+    parser.add_argument("--quants", default=None,
+                        help="models (default: Q4_K_M,Q6_K; MXFP4_MOE for gpt-oss, whose experts ship in MXFP4)")
     parser.add_argument("--batches", type=parse_batches, default=defaults.batches, help="verify batch sizes, each 1..16: a list (1,2,4,8), a range (1-16), an open range (2-: 2 to 16) or a mix (default: 1-16)")
     parser.add_argument("--depth", type=int, default=defaults.depth, help="KV position of the timed passes (default: 512)")
     parser.add_argument("--reps", type=int, default=defaults.reps, help="timed passes per batch size (default: 20)")
@@ -253,10 +292,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     try:
-        quants = tuple(synthetic.normalize_quant_type(q) for q in args.quants.split(","))
-        synthetic.get_preset(args.preset)
+        preset = synthetic.get_preset(args.preset)
+        quants = tuple(synthetic.normalize_quant_type(q) for q in args.quants.split(",")) if args.quants is not None \
+            else DEFAULT_QUANTS.get(args.preset, defaults.quants)
     except ValueError as error:
         parser.error(str(error))
+    if args.n_layer is None:
+        args.n_layer = FULL_SIZE_LAYERS.get(args.preset, preset.n_layer)
     for name in ("n_layer", "draft_layers", "reps", "plain_tokens", "spec_tokens", "spec_prompts"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
@@ -301,6 +343,10 @@ def main(argv: list[str] | None = None) -> int:
         "gpus": [asdict(g) for g in runtime.gpus()],
         "driver": runtime.driver_versions(),
         "config": asdict(config),
+        # What was measured: the preset, and the architecture and experts its models have (from their GGUF).
+        "preset": config.preset,
+        "architecture": next((r["model"]["architecture"] for r in results.values()), None),
+        "moe": any(r["model"]["n_expert"] > 0 for r in results.values()),
         "results": results,
     }
     failures = over_limit(results, args.max_ratio) if args.max_ratio is not None else []

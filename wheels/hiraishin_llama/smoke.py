@@ -7,6 +7,17 @@ with it off (the negative control), expecting differences on CUDA - a control
 that shows no difference there means the test proves nothing. Backends the
 build does not claim to be exact are reported, not judged.
 
+The default run also has mixture-of-experts models (--no-moe leaves them
+out), each with a control: on CUDA qwen3moe Q4_K_M (Qwen3-30B-A3B shapes,
+2 layers) with KV f16 and q8_0 and with its experts on the CPU
+(hiraishin-replay --cpu-moe, as llama-server --cpu-moe runs a model larger
+than the GPU), and gpt-oss MXFP4_MOE (gpt-oss-20b shapes, 2 layers); on the
+CPU backend qwen3moe Q4_K_M, 1 layer. They generate 200 tokens, which after
+the 64-token prompt still cross KV cell 256. A build claims MoE models exact
+on a backend only where its build info lists the backend under
+exact_moe_backends; elsewhere the MoE cases are reported, not judged. A
+--model that is a mixture-of-experts model is tested the same way.
+
 Exit status: 0 passed; 1 the guarantee failed (a real difference, or no
 difference where the control needs one); 2 a usage error (bad arguments or
 model file: nothing was judged); 3 a case could not be run (the replay tool
@@ -28,8 +39,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import __version__, runtime, synthetic
-from ._args import (ArgumentParser, at_least, directory_problem, name_list, parse_batches, report_path_problem,
-                    write_report)
+from ._args import (ArgumentParser, at_least, directory_problem, model_kind, name_list, parse_batches,
+                    report_path_problem, write_report)
 from ._launch import BIN_DIR_ENV, switch_environment, tool_dir
 
 # Every verify batch size the guarantee covers: several kernel choices depend on the exact width
@@ -51,6 +62,37 @@ CPU_CONTROL_FIRST_DIFFERENCE = 256
 # Positions past that one a control should reach: the default run's b = 2 control differed at 8 of them.
 CONTROL_MARGIN = 8
 CPU_CONTROL_EARLY_BATCH = 4
+# Tokens generated in the mixture-of-experts cases: a verify batch of b tokens routes to up to 8b experts
+# per layer, and with the experts on the CPU they run at CPU speed; 200 tokens after the 64-token prompt
+# still cross KV cell 256, where verify batches are cut, so the cut is tested as in the dense cases.
+MOE_N_GEN = 200
+
+
+@dataclass(frozen=True)
+class MoeModel:
+    """A synthetic mixture-of-experts model of the default run, and the cases it gets."""
+
+    preset: str
+    quant: str
+    kv_types: tuple[str, ...]
+    n_layer: int
+    """Few layers: each holds every expert (qwen3moe: 128 of 2048 x 768), so layers cost file size and
+    model-making time, while what is tested - the routed products per batch width - is in every layer."""
+    experts_on_cpu_case: bool = False
+    """On CUDA, one more case with the expert tensors on the CPU (hiraishin-replay --cpu-moe)."""
+
+
+MOE_MODELS: dict[str, tuple[MoeModel, ...]] = {
+    "cuda": (
+        MoeModel("qwen3moe", "Q4_K_M", ("f16", "q8_0"), n_layer=2, experts_on_cpu_case=True),
+        MoeModel("gpt-oss", "MXFP4_MOE", ("f16",), n_layer=2),
+    ),
+    # The real Qwen3-30B-A3B shapes, not tiny-qwen3moe: the CPU's MoE kernels choose their paths by
+    # matrix shape. One layer, as for the dense model on the CPU: its two cases took 20 s on 2 cores,
+    # and making the model once 1.5 minutes (1.5 GB at F16, kept in the cache with the 0.5 GB Q4_K_M);
+    # a second layer would double both and reach no other kernel.
+    "cpu": (MoeModel("qwen3moe", "Q4_K_M", ("f16",), n_layer=1),),
+}
 
 
 class UsageError(Exception):
@@ -60,6 +102,7 @@ class UsageError(Exception):
 @dataclass(frozen=True)
 class Case:
     quant: str
+    """The quantization of a synthetic model, or the file name of a --model."""
     kv: str
     batch_invariant: bool
     expect: str
@@ -68,11 +111,24 @@ class Case:
     """Layers on the GPU when the model is split between the GPU and the CPU; None: all on the GPU."""
     n_gen: int | None = None
     """Generated tokens, if fewer than the run's --n-gen."""
+    preset: str | None = None
+    """The synthetic mixture-of-experts model's preset, named in the case; None for the dense preset
+    (its cases keep their names) and for a --model."""
+    moe: bool = False
+    """A mixture-of-experts model: judged only where the build claims MoE models exact."""
+    experts_on_cpu: bool = False
+    """The expert tensors on the CPU, the rest on the GPU (hiraishin-replay --cpu-moe)."""
+
+    @property
+    def model(self) -> str:
+        """Which model the case runs: its key in the run's models."""
+        return f"{self.preset} {self.quant}" if self.preset else self.quant
 
     @property
     def name(self) -> str:
         split = f" ngl={self.gpu_layers}" if self.gpu_layers is not None else ""
-        return f"{self.quant} kv={self.kv}{split} switch {'on' if self.batch_invariant else 'off'}"
+        experts = " experts=CPU" if self.experts_on_cpu else ""
+        return f"{self.model} kv={self.kv}{split}{experts} switch {'on' if self.batch_invariant else 'off'}"
 
 
 @dataclass
@@ -93,28 +149,86 @@ def exact_backends() -> set[str]:
     return set(runtime.exact_backends())
 
 
-def default_cases(backend: str, quants: list[str], kv_types: list[str], gpu_layers: int | None = None) -> list[Case]:
-    """The cases to run; with ``gpu_layers``, on CUDA, one more with the model split between GPU and CPU."""
-    claimed = backend in exact_backends()
-    cases = [Case(q, kv, True, "identical" if claimed else "none") for q in quants for kv in kv_types]
+def exact_moe_backends() -> set[str]:
+    """The backends this wheel holds to "identical" for mixture-of-experts models: those of exact_backends()
+    that its build info (stack.json) also lists under exact_moe_backends. No stack lists any yet - the
+    patches leave MUL_MAT_ID of several tokens out of scope - so MoE cases are reported until one does."""
+    return exact_backends() & set(runtime.build_info().get("exact_moe_backends", []))
+
+
+def default_cases(backend: str, quants: list[str], kv_types: list[str], gpu_layers: int | None = None, *,
+                  moe: bool = False, preset: str | None = None, n_gen: int | None = None,
+                  experts_on_cpu_case: bool = True) -> list[Case]:
+    """The cases of one set of models (``quants``, or one --model): each KV type with the switch on, one
+    control per model. With ``gpu_layers``, on CUDA, one more with the model split between GPU and CPU;
+    for a mixture-of-experts model (``moe``), on CUDA and unless ``experts_on_cpu_case`` is false, one more
+    with its experts on the CPU, and its control. ``preset`` names a synthetic MoE model in the cases,
+    ``n_gen`` shortens them."""
+    claimed = backend in (exact_moe_backends() if moe else exact_backends())
+    on, off = ("identical", "differ") if claimed else ("none", "none")
+
+    def case(quant: str, kv: str, switch: bool, *, gpu_layers: int | None = None, experts_on_cpu: bool = False,
+             case_n_gen: int | None = n_gen) -> Case:
+        return Case(quant, kv, switch, on if switch else off, gpu_layers=gpu_layers, n_gen=case_n_gen,
+                    preset=preset, moe=moe, experts_on_cpu=experts_on_cpu)
+
+    cases = [case(q, kv, True) for q in quants for kv in kv_types]
     # Partial offload, as large models are run: the CPU runs the first layers, and the scheduler may move
     # ops between the backends by batch size, which the guarantee must survive.
     if backend == "cuda" and gpu_layers is not None:
-        cases.append(Case(quants[0], kv_types[0], True, "identical" if claimed else "none", gpu_layers,
-                          n_gen=SPLIT_N_GEN))
+        cases.append(case(quants[0], kv_types[0], True, gpu_layers=gpu_layers, case_n_gen=n_gen or SPLIT_N_GEN))
+    # Experts on the CPU, as a MoE model larger than the GPU is served (llama-server --cpu-moe): the CPU
+    # computes the routed products, and the scheduler may move them to the GPU for a large enough batch.
+    experts_on_cpu = backend == "cuda" and moe and experts_on_cpu_case
+    if experts_on_cpu:
+        cases.append(case(quants[0], kv_types[0], True, experts_on_cpu=True, case_n_gen=n_gen or SPLIT_N_GEN))
     # One negative control per model: on a backend the build claims, the bug must show with the
     # switch off, or the identical results above prove nothing.
-    cases += [Case(q, kv_types[0], False, "differ" if claimed else "none") for q in quants]
+    cases += [case(q, kv_types[0], False) for q in quants]
+    if experts_on_cpu:
+        # Its own control: with the experts on the CPU other kernels compute them.
+        cases.append(case(quants[0], kv_types[0], False, experts_on_cpu=True, case_n_gen=n_gen or SPLIT_N_GEN))
     return cases
+
+
+def moe_cases(backend: str) -> list[Case]:
+    """The default run's mixture-of-experts cases (MOE_MODELS), after the dense ones."""
+    return [case for model in MOE_MODELS[backend]
+            for case in default_cases(backend, [model.quant], list(model.kv_types), moe=True, preset=model.preset,
+                                      n_gen=MOE_N_GEN, experts_on_cpu_case=model.experts_on_cpu_case)]
+
+
+def preset_is_moe(preset: str) -> bool:
+    """Whether a synthetic preset is a mixture-of-experts model (it has experts)."""
+    return getattr(synthetic.get_preset(preset), "n_expert", 0) > 0
+
+
+@dataclass(frozen=True)
+class SyntheticModels:
+    """Synthetic models of one preset and layer count, one per quantization."""
+
+    preset: str
+    n_layer: int
+    quants: tuple[str, ...]
+    named: bool
+    """The preset is named in the cases (mixture-of-experts presets); the dense preset's cases keep their names."""
+
+    def label(self, quant: str) -> str:
+        """The model's key in the run, as Case.model says it."""
+        return f"{self.preset} {quant}" if self.named else quant
+
+
+def model_file(work_dir: Path, preset: str, n_layer: int, seed: int, quant: str) -> Path:
+    return work_dir / f"{preset}-{n_layer}l-seed{seed}-{quant}.gguf"
 
 
 def prepare_models(work_dir: Path, preset: str, n_layer: int, quants: list[str], seed: int) -> dict[str, Path]:
     """Synthetic models, made once per (preset, layers, seed) and reused: same seed, same bytes."""
     quantizer = tool_dir() / synthetic.QUANTIZER_NAME
     models = {}
-    f16 = work_dir / f"{preset}-{n_layer}l-seed{seed}-F16.gguf"
+    f16 = model_file(work_dir, preset, n_layer, seed, "F16")
     for quant in quants:
-        target = work_dir / f"{preset}-{n_layer}l-seed{seed}-{quant}.gguf"
+        target = model_file(work_dir, preset, n_layer, seed, quant)
         if not target.is_file():
             if not f16.is_file():
                 print(f"making synthetic model {f16.name} ...", flush=True)
@@ -127,6 +241,11 @@ def prepare_models(work_dir: Path, preset: str, n_layer: int, quants: list[str],
     return models
 
 
+def case_n_gen(case: Case, args: argparse.Namespace) -> int:
+    """The tokens a case generates: the run's --n-gen, or fewer where the case is shortened."""
+    return min(args.n_gen, case.n_gen) if case.n_gen else args.n_gen
+
+
 def run_case(case: Case, model: Path, args: argparse.Namespace, json_dir: Path, number: int = 1,
              total: int = 1) -> CaseResult:
     """Run case ``number`` of ``total``; a usage error of the replay tool (exit 2) raises UsageError."""
@@ -135,23 +254,36 @@ def run_case(case: Case, model: Path, args: argparse.Namespace, json_dir: Path, 
     command = [
         str(tool_dir() / "hiraishin-replay"), "replay", "--model", str(model),
         "--cache-type-k", case.kv, "--cache-type-v", case.kv,
-        "--n-gen", str(min(args.n_gen, case.n_gen) if case.n_gen else args.n_gen), "--n-prompt", str(args.n_prompt),
+        "--n-gen", str(case_n_gen(case, args)), "--n-prompt", str(args.n_prompt),
         "--batches", ",".join(str(b) for b in args.batches),
         "--ctx", str(args.ctx), "--expect", case.expect, "--json", str(report_path),
     ]
     if case.gpu_layers is not None:
         command += ["--ngl", str(case.gpu_layers)]
+    if case.experts_on_cpu:
+        command += ["--cpu-moe"]
     # Which case, of how many: a CUDA run takes minutes, and `hiraishin smoke` shows the count from this line.
     print(f"running {case.name} ({number}/{total}) ...", flush=True)
     started = time.monotonic()
     completed = subprocess.run(command, env=env, capture_output=True, text=True)
     print(f"  {case_outcome(case, completed.returncode)} ({time.monotonic() - started:.1f} s)", flush=True)
     if completed.returncode == EXIT_USAGE:
-        raise UsageError(replay_refusal(completed.stderr) or f"hiraishin-replay refused {case.name} (exit 2)")
+        message = replay_refusal(completed.stderr) or f"hiraishin-replay refused {case.name} (exit 2)"
+        if case.experts_on_cpu and "unknown option '--cpu-moe'" in message:
+            message += (f" ({tool_dir() / 'hiraishin-replay'} predates --cpu-moe: use the one of this wheel, or pass "
+                        "--no-moe to leave the mixture-of-experts cases out)")
+        raise UsageError(message)
     report = json.loads(report_path.read_text()) if report_path.is_file() else None
     if completed.returncode not in (0, 1) or report is None:
         tail = "\n".join((completed.stderr or completed.stdout).strip().splitlines()[-5:])
         return CaseResult(case, completed.returncode, False, error=tail or "no report written", report=report)
+    if case.experts_on_cpu and report.get("tensors_overridden") == 0:
+        # The replay only warns, as llama.cpp does; but this case would have tested the model with every
+        # tensor on the GPU under a name that says otherwise.
+        return CaseResult(case, completed.returncode, False, report=report,
+                          error=f"--cpu-moe put no tensor of {model.name} on the CPU (the model has "
+                                f"{report.get('n_expert', 0)} experts per layer), so nothing with its experts on "
+                                "the CPU was tested")
     return CaseResult(case, completed.returncode, completed.returncode == 0, report=report)
 
 
@@ -193,7 +325,7 @@ def control_note(case: Case, result: CaseResult, args: argparse.Namespace, backe
     and from what length the default runs showed the stock differences."""
     if case.expect != "differ" or result.passed or result.error:
         return None
-    n_gen = min(args.n_gen, case.n_gen) if case.n_gen else args.n_gen
+    n_gen = case_n_gen(case, args)
     last_position = args.n_prompt + n_gen - 1
     reach = CPU_CONTROL_FIRST_DIFFERENCE + CONTROL_MARGIN
     if backend == "cpu" and max(args.batches) < CPU_CONTROL_EARLY_BATCH and last_position < reach - 1:
@@ -202,7 +334,8 @@ def control_note(case: Case, result: CaseResult, args: argparse.Namespace, backe
                 f"{args.n_prompt}-token prompt reaches KV position {last_position} only, and in the default CPU "
                 f"run (--n-gen {DEFAULT_N_GEN['cpu']}) the stock kernels differed at b = 2 and 3 only from "
                 f"position {CPU_CONTROL_FIRST_DIFFERENCE} on; raise --n-gen to {suggested} or more")
-    default = DEFAULT_N_GEN.get(backend)
+    # A shortened case (the mixture-of-experts ones) is judged at its own length.
+    default = case.n_gen or DEFAULT_N_GEN.get(backend)
     if default is None or n_gen >= default:
         return None
     return (f"{case.name}: the control proves nothing at this length: --n-gen {n_gen} is below the default "
@@ -222,10 +355,12 @@ def case_outcome(case: Case, exit_code: int) -> str:
 
 
 def render_table(results: list[CaseResult], batches: list[int]) -> str:
-    header = f"{'case':<36} {'expect':<10}" + "".join(f"{'b=' + str(b):>7}" for b in batches) + "  result"
+    # Wide enough for the longest name, e.g. "qwen3moe Q4_K_M kv=f16 experts=CPU switch off".
+    width = max([36, *(len(result.case.name) for result in results)])
+    header = f"{'case':<{width}} {'expect':<10}" + "".join(f"{'b=' + str(b):>7}" for b in batches) + "  result"
     lines = [header, "-" * len(header)]
     for result in results:
-        row = f"{result.case.name:<36} {result.case.expect:<10}"
+        row = f"{result.case.name:<{width}} {result.case.expect:<10}"
         by_b = {r["b"]: r for r in (result.report or {}).get("results", [])}
         for b in batches:
             row += f"{by_b[b]['positions_differ']:>7}" if b in by_b else f"{'-':>7}"
@@ -236,6 +371,9 @@ def render_table(results: list[CaseResult], batches: list[int]) -> str:
         if result.error:
             lines.append("    " + result.error.replace("\n", "\n    "))
     lines.append("numbers: positions whose logits differ from one-token decoding (of --n-gen compared)")
+    if any(result.case.moe and result.case.expect == "none" for result in results):
+        lines.append("mixture-of-experts cases are reported, not judged: this build does not claim MoE models exact "
+                     "on this backend (its build info lists no exact_moe_backends for it)")
     return "\n".join(lines)
 
 
@@ -261,18 +399,25 @@ def model_problem(path: Path) -> str | None:
 
 # Options of the synthetic models only: with --model they would be ignored, so they are refused.
 # (--work-dir is let through: a wrapper that always names its cache directory must still run --model.)
-SYNTHETIC_ONLY = (("quants", "--quants"), ("preset", "--preset"), ("n_layer", "--n-layer"), ("seed", "--seed"))
+SYNTHETIC_ONLY = (("quants", "--quants"), ("preset", "--preset"), ("n_layer", "--n-layer"), ("seed", "--seed"),
+                  ("moe", "--moe/--no-moe"))
 
 
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog="hiraishin-llama-smoke", description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path,
-                        help="a real GGUF model instead of the synthetic ones (then --quants, --preset, --n-layer and "
-                             "--seed, which choose the synthetic models, are refused)")
-    parser.add_argument("--preset", default=None, help="synthetic model shape (default: qwen3-8b)")
+                        help="a real GGUF model instead of the synthetic ones (then --quants, --preset, --n-layer, "
+                             "--seed and --moe/--no-moe, which choose the synthetic models, are refused); a "
+                             "mixture-of-experts model gets the MoE cases: judged only where the build claims MoE "
+                             "exact, and on CUDA one more with its experts on the CPU")
+    parser.add_argument("--preset", default=None,
+                        help="synthetic model shape of the --quants/--kv cases (default: qwen3-8b; a "
+                             "mixture-of-experts preset, e.g. qwen3moe, makes them MoE cases and replaces the "
+                             "default MoE cases)")
     parser.add_argument("--n-layer", type=at_least(1), default=None,
-                        help="layers of the synthetic model (default: 4 on CUDA, 1 on CPU)")
+                        help="layers of the synthetic --quants models (default: 4 on CUDA, 1 on CPU; the default "
+                             "mixture-of-experts models have their own, see --moe)")
     parser.add_argument("--quants", type=name_list(synthetic.QUANT_TYPES, "quantization type",
                                                    lambda q: q.strip().upper()),
                         default=None, help="quantizations of the synthetic models "
@@ -296,6 +441,12 @@ def build_parser() -> ArgumentParser:
                         help="on CUDA, also run the first model with only LAYERS layers on the GPU and the rest on "
                              "the CPU (default: half the synthetic model's layers; none with --model; 0: skip); "
                              "refused on the CPU backend, which has no GPU to offload to")
+    parser.add_argument("--moe", action=argparse.BooleanOptionalAction, default=None,
+                        help="run the mixture-of-experts cases after the dense ones (default: on; --no-moe leaves "
+                             "them out): on CUDA qwen3moe Q4_K_M with KV f16 and q8_0 and with its experts on the "
+                             "CPU, and gpt-oss MXFP4_MOE, 2 layers each; on the CPU qwen3moe Q4_K_M, 1 layer; "
+                             f"{MOE_N_GEN} generated tokens, a control each. Reported, not judged, unless the build "
+                             "lists the backend under exact_moe_backends (in the stack.json it ships)")
     parser.add_argument("--allow-cpu", action="store_true", help="with a CUDA wheel and no GPU, test the CPU backend instead of failing")
     return parser
 
@@ -364,9 +515,18 @@ def main(argv: list[str] | None = None) -> int:
     work_dir = None if args.model is not None else (args.work_dir or runtime.cache_dir() / "models")
     preset = args.preset or "qwen3-8b"
     seed = 1 if args.seed is None else args.seed
+    # A mixture-of-experts --preset makes the --quants/--kv cases MoE cases, which stand in for the default
+    # MoE cases (those would be the same models at another layer count, under the same names).
+    main_moe = args.model is None and preset_is_moe(preset)
+    run_moe = args.model is None and args.moe is not False and not main_moe
+    synthetic_sets = [] if args.model is not None else [
+        SyntheticModels(preset, n_layer, tuple(quants), named=main_moe),
+        *(SyntheticModels(m.preset, m.n_layer, (m.quant,), named=True) for m in (MOE_MODELS[backend] if run_moe else ())),
+    ]
     # Models to make need the quantizer and a work directory that takes files; models made before do not.
     must_write = work_dir is not None and not all(
-        (work_dir / f"{preset}-{n_layer}l-seed{seed}-{quant}.gguf").is_file() for quant in quants)
+        model_file(work_dir, models.preset, models.n_layer, seed, quant).is_file()
+        for models in synthetic_sets for quant in models.quants)
     problem = tools_problem(["hiraishin-replay", *([synthetic.QUANTIZER_NAME] if must_write else [])])
     if problem:
         print(f"hiraishin-llama-smoke: error: {problem}", file=sys.stderr)
@@ -377,12 +537,28 @@ def main(argv: list[str] | None = None) -> int:
             where = "--work-dir" if args.work_dir is not None else "the model cache (choose another with --work-dir)"
             parser.error(f"{where} {work_dir}: {problem}")
 
+    # Layers on the GPU in the split-model case: asked for, or half a synthetic model's; 0 skips it.
+    gpu_layers = args.partial_offload
+    if gpu_layers is None and args.model is None:
+        gpu_layers = n_layer // 2
     if args.model is not None:
         models = {args.model.name: args.model}
-        quants = [args.model.name]
+        kind = model_kind(args.model)
+        if kind is None:
+            print(f"hiraishin-llama-smoke: warning: the metadata of {args.model} could not be read, so it is not "
+                  "known to be dense: it is judged as a mixture-of-experts model", file=sys.stderr)
+        cases = default_cases(backend, [args.model.name], kv_types, gpu_layers or None,
+                              moe=kind is None or kind.is_moe, experts_on_cpu_case=kind is not None and kind.is_moe)
     else:
+        cases = default_cases(backend, quants, kv_types, gpu_layers or None, moe=main_moe,
+                              preset=preset if main_moe else None)
+        if run_moe:
+            cases += moe_cases(backend)
         try:
-            models = prepare_models(work_dir, preset, n_layer, quants, seed)
+            models = {}
+            for chosen in synthetic_sets:
+                made = prepare_models(work_dir, chosen.preset, chosen.n_layer, list(chosen.quants), seed)
+                models.update({chosen.label(quant): path for quant, path in made.items()})
         except (OSError, ValueError, synthetic.QuantizationError) as error:
             # One error line; the quantizer's own last lines, if any, follow it indented, as its evidence.
             first, *output = str(error).splitlines()
@@ -392,18 +568,13 @@ def main(argv: list[str] | None = None) -> int:
                 if line.strip():
                     print(f"  {line}", file=sys.stderr)
             return EXIT_NOT_RUN
-    # Layers on the GPU in the split-model case: asked for, or half a synthetic model's; 0 skips it.
-    gpu_layers = args.partial_offload
-    if gpu_layers is None and args.model is None:
-        gpu_layers = n_layer // 2
 
     started = datetime.datetime.now(datetime.timezone.utc)
     results = []
     try:
         with tempfile.TemporaryDirectory(prefix="hiraishin-smoke-") as scratch:
-            cases = default_cases(backend, quants, kv_types, gpu_layers or None)
             for number, case in enumerate(cases, start=1):
-                results.append(run_case(case, models[case.quant], args, Path(scratch), number, len(cases)))
+                results.append(run_case(case, models[case.model], args, Path(scratch), number, len(cases)))
     except UsageError as error:
         print(f"hiraishin-llama-smoke: error: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -423,6 +594,10 @@ def main(argv: list[str] | None = None) -> int:
         "build": runtime.build_info(),
         "gpus": [asdict(g) for g in runtime.gpus()],
         "models": {name: str(path) for name, path in models.items()},
+        # Whether mixture-of-experts cases ran, the synthetic ones among them, and where MoE is claimed exact.
+        "moe": {"cases": sum(1 for r in results if r.case.moe),
+                "synthetic": [asdict(m) for m in MOE_MODELS[backend]] if run_moe else [],
+                "exact_moe_backends": sorted(exact_moe_backends())},
         "n_gen": args.n_gen,
         "batches": batches,
         "cases": [

@@ -3,9 +3,10 @@
 Measuring batch invariance needs models that drive the same kernels as
 production checkpoints (same matrix shapes, same quantization formats) but
 can be produced anywhere without downloading gigabytes of weights. A model
-written here is a ``qwen3`` GGUF whose bytes are a pure function of
-(preset, seed, n_layer): llama.cpp loads it like any converted checkpoint,
-and two runs on different machines produce the same file.
+written here is a ``qwen3``, ``qwen3moe`` (Qwen3-30B-A3B) or ``gpt-oss``
+(gpt-oss-20b) GGUF whose bytes are a pure function of (preset, seed,
+n_layer): llama.cpp loads it like any converted checkpoint, and two runs on
+different machines produce the same file.
 
 The text it generates is meaningless; what matters is that the numerics are
 those of a real model of that shape.
@@ -31,17 +32,38 @@ import numpy as np
 # The directory holding the compiled tools (llama-quantize, hiraishin-replay).
 from ._launch import BIN_DIR_ENV
 
+# The dense architecture, and the default of a Preset.
 ARCHITECTURE = "qwen3"
+# Mixture-of-experts architectures, as llama.cpp names them in src/llama-arch.cpp
+# (LLM_ARCH_QWEN3MOE and LLM_ARCH_OPENAI_MOE).
+QWEN3MOE = "qwen3moe"
+GPT_OSS = "gpt-oss"
+ARCHITECTURES = (ARCHITECTURE, QWEN3MOE, GPT_OSS)
 
 QUANTIZER_NAME = "llama-quantize"
 
 # Quantization types that the project measures; names as llama-quantize spells them.
-QUANT_TYPES = ("Q4_K_M", "Q6_K", "Q8_0")
+# MXFP4_MOE: expert tensors (3-D, ne[2] > 1) in MXFP4, every other quantizable
+# matrix, output.weight included, in Q8_0 (llama_tensor_get_type_impl in src/llama-quant.cpp).
+QUANT_TYPES = ("Q4_K_M", "Q6_K", "Q8_0", "MXFP4_MOE")
+
+# llama.cpp's LLAMA_MAX_EXPERTS.
+_MAX_EXPERTS = 512
 
 
 @dataclass(frozen=True)
 class Preset:
-    """Hyperparameters of a synthetic qwen3 model."""
+    """Hyperparameters of a synthetic model.
+
+    The dense fields describe a qwen3 model; a mixture-of-experts preset
+    (n_expert > 0) replaces each layer's FFN by n_expert experts of width
+    n_ff_exp of which n_expert_used run per token, and n_ff is then only the
+    feed_forward_length key that real conversions write. gpt-oss adds sliding
+    window attention (window sliding_window on every other layer, from layer
+    0 on: llama.cpp's default SWA period of 2 for that architecture, which
+    real gpt-oss GGUFs rely on, writing no pattern key) and YaRN rope scaling
+    (factor rope_scaling_factor over rope_scaling_orig_ctx positions).
+    """
 
     name: str
     n_embd: int
@@ -54,6 +76,37 @@ class Preset:
     context_length: int
     rope_freq_base: float = 1e6
     rms_norm_eps: float = 1e-6
+    architecture: str = ARCHITECTURE
+    n_expert: int = 0
+    n_expert_used: int = 0
+    n_ff_exp: int = 0
+    sliding_window: int = 0
+    rope_scaling_factor: float = 0.0
+    rope_scaling_orig_ctx: int = 0
+
+    def __post_init__(self) -> None:
+        if self.architecture not in ARCHITECTURES:
+            raise ValueError(f"preset {self.name!r}: unknown architecture {self.architecture!r}; "
+                             f"valid architectures: {', '.join(ARCHITECTURES)}")
+        if self.architecture == ARCHITECTURE:
+            if self.n_expert or self.n_expert_used or self.n_ff_exp:
+                raise ValueError(f"preset {self.name!r}: a {ARCHITECTURE} model has no experts; use architecture "
+                                 f"{QWEN3MOE} or {GPT_OSS} for a mixture of experts")
+        elif not (0 < self.n_expert_used <= self.n_expert <= _MAX_EXPERTS and self.n_ff_exp > 0):
+            raise ValueError(f"preset {self.name!r}: a {self.architecture} model needs 0 < n_expert_used <= "
+                             f"n_expert <= {_MAX_EXPERTS} and n_ff_exp > 0, got n_expert={self.n_expert}, "
+                             f"n_expert_used={self.n_expert_used}, n_ff_exp={self.n_ff_exp}")
+        if (self.architecture == GPT_OSS) != (self.sliding_window > 0):
+            raise ValueError(f"preset {self.name!r}: sliding_window must be positive for {GPT_OSS} and 0 "
+                             f"otherwise, got {self.sliding_window}")
+        if (self.rope_scaling_factor > 0) != (self.rope_scaling_orig_ctx > 0):
+            raise ValueError(f"preset {self.name!r}: YaRN rope scaling needs both rope_scaling_factor and "
+                             "rope_scaling_orig_ctx, or neither")
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether the FFN is a mixture of experts (architecture qwen3moe or gpt-oss)."""
+        return self.n_expert > 0
 
 
 PRESETS: dict[str, Preset] = {
@@ -67,6 +120,33 @@ PRESETS: dict[str, Preset] = {
         # 256 so that K-quants (block size 256) apply to all matrices.
         Preset(name="tiny", n_embd=256, n_head=4, n_head_kv=2, head_dim=64,
                n_ff=768, n_vocab=4096, n_layer=2, context_length=4096),
+        # Qwen3-30B-A3B as its GGUF describes it (feed_forward_length 6144 is metadata
+        # only; every layer is a mixture of experts), with a llama-sized vocabulary. The
+        # top-8 routing weights are renormalized (norm_topk_prob), as llama.cpp's qwen3moe
+        # graph always does; real GGUFs carry no key for it.
+        Preset(name="qwen3moe", architecture=QWEN3MOE, n_embd=2048, n_head=32, n_head_kv=4, head_dim=128,
+               n_ff=6144, n_vocab=32000, n_layer=48, context_length=40960,
+               n_expert=128, n_expert_used=8, n_ff_exp=768),
+        # gpt-oss-20b as its GGUF describes it, with a llama-sized vocabulary (the real
+        # one has 201088 tokens). Rows of 2880 are no multiple of 256, so K-quant types
+        # fall back to Q5_0 (for Q4_K) and Q8_0 (for Q6_K) there, as for the real model.
+        Preset(name="gpt-oss", architecture=GPT_OSS, n_embd=2880, n_head=64, n_head_kv=8, head_dim=64,
+               n_ff=2880, n_vocab=32000, n_layer=24, context_length=131072,
+               rope_freq_base=150000.0, rms_norm_eps=1e-5,
+               n_expert=32, n_expert_used=4, n_ff_exp=2880, sliding_window=128,
+               rope_scaling_factor=32.0, rope_scaling_orig_ctx=4096),
+        # Small mixtures of experts for CPU tests, every row length a multiple of 256.
+        # 16 experts, not 8: llama-quantize special-cases n_expert == 8 (Mixtral: attn_k
+        # and attn_v in Q8_0, attn_output in Q5_K), which the real presets do not hit.
+        Preset(name="tiny-qwen3moe", architecture=QWEN3MOE, n_embd=256, n_head=4, n_head_kv=2, head_dim=128,
+               n_ff=1024, n_vocab=4096, n_layer=2, context_length=4096,
+               n_expert=16, n_expert_used=4, n_ff_exp=256),
+        # A window of 32, not 128, so that short CPU runs already slide it.
+        Preset(name="tiny-gpt-oss", architecture=GPT_OSS, n_embd=256, n_head=4, n_head_kv=2, head_dim=64,
+               n_ff=256, n_vocab=4096, n_layer=2, context_length=4096,
+               rope_freq_base=150000.0, rms_norm_eps=1e-5,
+               n_expert=16, n_expert_used=4, n_ff_exp=256, sliding_window=32,
+               rope_scaling_factor=32.0, rope_scaling_orig_ctx=128),
     )
 }
 
@@ -85,6 +165,14 @@ SPACE_MARKER = "\u2581"
 # are well separated and greedy decoding does not hinge on float ties.
 LOGIT_STD = 3.0
 
+# gpt-oss biases, relative to the unit-scale activations they are added to
+# (scaled like their matrices where they write into the residual stream).
+BIAS_STD = 0.1
+# gpt-oss attention sinks: one logit per head that competes with the scores in
+# the softmax, which have about unit scale (q and k are unit-scale, divided by
+# sqrt(head_dim)).
+SINK_STD = 1.0
+
 # Normal draws are generated in chunks of this many values to bound peak memory
 # on the large presets. The chunking is part of the byte-exact output, so it
 # must not change.
@@ -100,6 +188,7 @@ _FILE_TYPES = {
     "Q4_K_M": gguf.LlamaFileType.MOSTLY_Q4_K_M,
     "Q6_K": gguf.LlamaFileType.MOSTLY_Q6_K,
     "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+    "MXFP4_MOE": gguf.LlamaFileType.MOSTLY_MXFP4_MOE,
 }
 
 
@@ -113,6 +202,7 @@ class _BlockScales:
     scales; checked against gguf's dequantization in the tests), so
     d = std / std_per_d gives the F16 model's scale. K-quants with a minimum
     subtract dmin * m; dmin = dmin_per_d * d centres the weights on zero.
+    Q5_1 adds its minimum m as it is, so its factor is negative.
     """
 
     d_offset: int
@@ -130,7 +220,25 @@ _DIRECT_BLOCK_SCALES = {
     gguf.GGMLQuantizationType.Q6_K: _BlockScales(d_offset=208, std_per_d=1365.7),
     # w = d*q with q an int8
     gguf.GGMLQuantizationType.Q8_0: _BlockScales(d_offset=0, std_per_d=73.9),
+    # w = d*q + m with q in 0..31 (std sqrt((32**2 - 1)/12)) and m = -15.5*d; what
+    # llama-quantize gives a Q5_K tensor whose rows are no multiple of 256
+    gguf.GGMLQuantizationType.Q5_1: _BlockScales(d_offset=0, std_per_d=9.233, dmin_offset=2, dmin_per_d=-15.5),
 }
+
+# Q5_0 (what llama-quantize gives a Q4_K tensor whose rows are no multiple of 256):
+# w = d*(q - 16), q in 0..31. Uniform random bits would centre the weights on -d/2
+# (5% of their std), so q is drawn uniformly from 1..31 instead: w/d is uniform on
+# -15..15, mean 0, E[(w/d)**2] = 2 * (1**2 + ... + 15**2) / 31 = 80.
+_Q5_0_STD_PER_D = float(np.sqrt(80.0))
+
+# MXFP4: w = kvalues[q] * 2**(e - 128) (kvalues holds the e2m1 values doubled, and
+# ggml_e8m0_to_fp32_half halves the e8m0 scale 2**(e - 127)), q a 4-bit code. With
+# uniformly random codes E[kvalues**2] = 2 * (0 + 1 + 4 + 9 + 16 + 36 + 64 + 144) / 16
+# = 34.25, so a block of exponent e has std sqrt(34.25) * 2**(e - 128). The exponent
+# only reaches stds a factor of 2 apart; for a std s between those of e and e + 1,
+# whose variances are v and 4v, a fraction p = (s**2 / v - 1) / 3 of the blocks
+# (drawn at random) gets e + 1, and the variance is (1 - p) v + 4 p v = s**2.
+_MXFP4_STD_PER_SCALE = float(np.sqrt(34.25))
 
 # One line of `llama-quantize --dry-run` per tensor, e.g.
 # "[   3/  25] token_embd.weight   - [   256,   4096,      1,      1], type =    f16, size = 2.00 MiB -> 0.56 MiB (q4_K)"
@@ -146,11 +254,14 @@ class _TensorSpec:
     shape: tuple[int, ...]
     # Standard deviation of the normal draw; None for norm weights, which are all ones.
     std: float | None
+    # Kept in F32 in F16 models, as conversions keep routers, biases and sinks
+    # (llama-quantize then keeps them too).
+    f32: bool = False
 
     @property
     def dtype(self) -> type[np.floating]:
         # llama.cpp keeps 1-D norm weights in F32 even in F16 and quantized models.
-        return np.float32 if self.std is None else np.float16
+        return np.float32 if self.std is None or self.f32 else np.float16
 
     @property
     def nbytes(self) -> int:
@@ -205,12 +316,16 @@ def _word_pieces() -> Iterator[str]:
 
 
 def _tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
-    """Every tensor llama.cpp's qwen3 loader requires, with its initialization scale.
+    """Every tensor llama.cpp's loader for the preset's architecture requires, with its initialization scale.
 
     Projections use std 1/sqrt(fan_in) so each matmul preserves the activation
     scale; the two projections that write into the residual stream are further
     scaled by 1/sqrt(2 * n_layer) so the stream grows slowly with depth.
     """
+    if preset.architecture == QWEN3MOE:
+        return _qwen3moe_tensor_specs(preset, n_layer)
+    if preset.architecture == GPT_OSS:
+        return _gpt_oss_tensor_specs(preset, n_layer)
     n_embd, n_vocab = preset.n_embd, preset.n_vocab
     n_q = preset.n_head * preset.head_dim
     n_kv = preset.n_head_kv * preset.head_dim
@@ -239,6 +354,87 @@ def _tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
     return specs
 
 
+def _expert_specs(preset: Preset, blk: str, residual_scale: float, biases: bool) -> list[_TensorSpec]:
+    """The router (F32, as real GGUFs keep it) and the 3-D expert tensors, ggml ne
+    {n_embd, n_ff_exp, n_expert} for gate and up and {n_ff_exp, n_embd, n_expert} for down."""
+    n_embd, n_expert, n_ff_exp = preset.n_embd, preset.n_expert, preset.n_ff_exp
+    specs = [_TensorSpec(f"{blk}.ffn_gate_inp.weight", (n_expert, n_embd), 1.0 / np.sqrt(n_embd), f32=True)]
+    if biases:
+        specs.append(_TensorSpec(f"{blk}.ffn_gate_inp.bias", (n_expert,), BIAS_STD, f32=True))
+    for name, shape, std, bias_shape, bias_std in (
+        ("ffn_gate_exps", (n_expert, n_ff_exp, n_embd), 1.0 / np.sqrt(n_embd), (n_expert, n_ff_exp), BIAS_STD),
+        ("ffn_up_exps", (n_expert, n_ff_exp, n_embd), 1.0 / np.sqrt(n_embd), (n_expert, n_ff_exp), BIAS_STD),
+        ("ffn_down_exps", (n_expert, n_embd, n_ff_exp), residual_scale / np.sqrt(n_ff_exp), (n_expert, n_embd),
+         residual_scale * BIAS_STD),
+    ):
+        specs.append(_TensorSpec(f"{blk}.{name}.weight", shape, std))
+        if biases:
+            specs.append(_TensorSpec(f"{blk}.{name}.bias", bias_shape, bias_std, f32=True))
+    return specs
+
+
+def _qwen3moe_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
+    """qwen3's attention (with q and k norms) and a mixture of experts instead of the dense FFN
+    (llama_model_qwen3moe::load_arch_tensors)."""
+    n_embd, n_vocab = preset.n_embd, preset.n_vocab
+    n_q = preset.n_head * preset.head_dim
+    n_kv = preset.n_head_kv * preset.head_dim
+    residual_scale = 1.0 / np.sqrt(2.0 * n_layer)
+
+    specs = [_TensorSpec("token_embd.weight", (n_vocab, n_embd), 1.0)]
+    for layer in range(n_layer):
+        blk = f"blk.{layer}"
+        specs += [
+            _TensorSpec(f"{blk}.attn_norm.weight", (n_embd,), None),
+            _TensorSpec(f"{blk}.attn_q.weight", (n_q, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.attn_k.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.attn_v.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.attn_q_norm.weight", (preset.head_dim,), None),
+            _TensorSpec(f"{blk}.attn_k_norm.weight", (preset.head_dim,), None),
+            _TensorSpec(f"{blk}.attn_output.weight", (n_embd, n_q), residual_scale / np.sqrt(n_q)),
+            _TensorSpec(f"{blk}.ffn_norm.weight", (n_embd,), None),
+        ]
+        specs += _expert_specs(preset, blk, residual_scale, biases=False)
+    specs += [
+        _TensorSpec("output_norm.weight", (n_embd,), None),
+        _TensorSpec("output.weight", (n_vocab, n_embd), LOGIT_STD / np.sqrt(n_embd)),
+    ]
+    return specs
+
+
+def _gpt_oss_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
+    """gpt-oss (llama_model_openai_moe::load_arch_tensors): attention with biases and one sink
+    logit per head, a post-attention norm before the experts, and biases on the router and
+    on every expert."""
+    n_embd, n_vocab = preset.n_embd, preset.n_vocab
+    n_q = preset.n_head * preset.head_dim
+    n_kv = preset.n_head_kv * preset.head_dim
+    residual_scale = 1.0 / np.sqrt(2.0 * n_layer)
+
+    specs = [_TensorSpec("token_embd.weight", (n_vocab, n_embd), 1.0)]
+    for layer in range(n_layer):
+        blk = f"blk.{layer}"
+        specs += [
+            _TensorSpec(f"{blk}.attn_norm.weight", (n_embd,), None),
+            _TensorSpec(f"{blk}.attn_q.weight", (n_q, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.attn_q.bias", (n_q,), BIAS_STD, f32=True),
+            _TensorSpec(f"{blk}.attn_k.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.attn_k.bias", (n_kv,), BIAS_STD, f32=True),
+            _TensorSpec(f"{blk}.attn_v.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.attn_v.bias", (n_kv,), BIAS_STD, f32=True),
+            _TensorSpec(f"{blk}.attn_output.weight", (n_embd, n_q), residual_scale / np.sqrt(n_q)),
+            _TensorSpec(f"{blk}.attn_output.bias", (n_embd,), residual_scale * BIAS_STD, f32=True),
+            _TensorSpec(f"{blk}.attn_sinks.weight", (preset.n_head,), SINK_STD, f32=True),
+            _TensorSpec(f"{blk}.post_attention_norm.weight", (n_embd,), None),
+        ]
+        specs += _expert_specs(preset, blk, residual_scale, biases=True)
+    specs += [
+        _TensorSpec("output_norm.weight", (n_embd,), None),
+        _TensorSpec("output.weight", (n_vocab, n_embd), LOGIT_STD / np.sqrt(n_embd)),
+    ]
+    return specs
+
+
 def _tensor_rng(seed: int, tensor_name: str) -> np.random.Generator:
     # Each tensor gets its own stream keyed by its name, so its draws do not
     # depend on the order tensors are written in or on how many layers come
@@ -253,7 +449,7 @@ def _materialize(spec: _TensorSpec, seed: int) -> np.ndarray:
         return np.ones(spec.shape, dtype=np.float32)
     rng = _tensor_rng(seed, spec.name)
     std = np.float32(spec.std)
-    out = np.empty(spec.shape, dtype=np.float16)
+    out = np.empty(spec.shape, dtype=spec.dtype)
     flat = out.reshape(-1)
     for start in range(0, flat.size, _DRAW_CHUNK):
         count = min(_DRAW_CHUNK, flat.size - start)
@@ -278,6 +474,16 @@ def _add_metadata(writer: gguf.GGUFWriter, preset: Preset, seed: int, n_layer: i
     writer.add_rope_dimension_count(preset.head_dim)
     writer.add_rope_freq_base(preset.rope_freq_base)
     writer.add_layer_norm_rms_eps(preset.rms_norm_eps)
+    if preset.is_moe:
+        writer.add_expert_count(preset.n_expert)
+        writer.add_expert_used_count(preset.n_expert_used)
+        writer.add_expert_feed_forward_length(preset.n_ff_exp)
+    if preset.sliding_window:
+        writer.add_sliding_window(preset.sliding_window)
+    if preset.rope_scaling_factor:
+        writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        writer.add_rope_scaling_factor(preset.rope_scaling_factor)
+        writer.add_rope_scaling_orig_ctx_len(preset.rope_scaling_orig_ctx)
 
     tokens, scores, token_types = build_vocab(preset.n_vocab)
     writer.add_tokenizer_model("llama")
@@ -313,10 +519,10 @@ class _AtomicGGUF:
     """A GGUFWriter on `path.partial`, renamed to `path` only when everything was written,
     so an interrupted run never leaves a truncated file under the final name."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, architecture: str) -> None:
         self.path = path
         self.partial = path.with_name(path.name + ".partial")
-        self.writer = gguf.GGUFWriter(self.partial, ARCHITECTURE)
+        self.writer = gguf.GGUFWriter(self.partial, architecture)
 
     def __enter__(self) -> gguf.GGUFWriter:
         return self.writer
@@ -353,14 +559,17 @@ def _float_dtype(qtype: gguf.GGMLQuantizationType) -> type[np.floating] | None:
 
 
 def make_model(preset: str | Preset, seed: int, n_layer: int | None, out_path: str | os.PathLike[str]) -> Path:
-    """Write a synthetic F16 qwen3 GGUF to out_path and return its path.
+    """Write a synthetic F16 GGUF of the preset's architecture to out_path and return its path.
+
+    Matrices are F16; norms, and for the mixtures of experts the router, the
+    biases and the attention sinks, are F32 as in real conversions.
 
     n_layer=None uses the preset's layer count. Tensors are generated and
     written one at a time, so peak memory is about one tensor, not the model.
     """
     preset, n_layer, out_path = _check_model_args(preset, seed, n_layer, out_path)
     specs = _tensor_specs(preset, n_layer)
-    with _AtomicGGUF(out_path) as writer:
+    with _AtomicGGUF(out_path, preset.architecture) as writer:
         _add_metadata(writer, preset, seed, n_layer)
         _write_header(writer, specs)
         for spec in specs:
@@ -389,7 +598,7 @@ def write_shape_model(preset: str | Preset, n_layer: int | None, out_path: str |
     """
     preset, n_layer, out_path = _check_model_args(preset, 0, n_layer, out_path)
     specs = _tensor_specs(preset, n_layer)
-    with _AtomicGGUF(out_path) as writer:
+    with _AtomicGGUF(out_path, preset.architecture) as writer:
         _add_metadata(writer, preset, 0, n_layer)
         _write_header(writer, specs)
         handle = writer.fout[0]
@@ -425,17 +634,67 @@ def planned_tensor_types(shape_model: str | os.PathLike[str], qtype: str,
     return types
 
 
+def _q5_0_blocks(rng: np.random.Generator, n_blocks: int, std: float) -> np.ndarray:
+    """Q5_0 blocks (f16 d, 4 bytes of high bits qh, 16 bytes of low nibbles) with q uniform on 1..31."""
+    blocks = np.empty((n_blocks, gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType.Q5_0][1]), dtype=np.uint8)
+    d = np.float16(std / _Q5_0_STD_PER_D)
+    blocks[:, 0:2] = np.frombuffer(d.tobytes(), dtype=np.uint8)
+    # Drawn in chunks of _DRAW_CHUNK values, like _materialize; part of the byte-exact output.
+    chunk_blocks = _DRAW_CHUNK // 32
+    for start in range(0, n_blocks, chunk_blocks):
+        stop = min(start + chunk_blocks, n_blocks)
+        q = rng.integers(1, 32, size=(stop - start, 32), dtype=np.uint8)
+        # Element j's fifth bit is bit j of the little-endian qh; its low four bits are
+        # the low nibble of qs[j] for j < 16, the high nibble of qs[j - 16] otherwise.
+        blocks[start:stop, 2:6] = np.packbits(q >> np.uint8(4), axis=-1, bitorder="little")
+        blocks[start:stop, 6:] = (q[:, :16] & np.uint8(0x0F)) | (q[:, 16:] << np.uint8(4))
+    return blocks
+
+
+def _mxfp4_blocks(rng: np.random.Generator, n_blocks: int, std: float) -> np.ndarray:
+    """MXFP4 blocks (e8m0 exponent byte, 16 bytes of e2m1 codes) of random codes, the exponents
+    mixed so that the weights' variance is std**2 (see _MXFP4_STD_PER_SCALE)."""
+    block_bytes = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType.MXFP4][1]
+    blocks = np.frombuffer(rng.bytes(n_blocks * block_bytes), dtype=np.uint8).reshape(n_blocks, block_bytes).copy()
+    exponent = int(np.floor(np.log2(std / _MXFP4_STD_PER_SCALE))) + 128
+    # ggml_e8m0_to_fp32_half treats exponents 0 and 1 specially, and 255 is NaN.
+    if not 2 <= exponent <= 253:
+        raise ValueError(f"an MXFP4 weight std of {std} is out of the e8m0 scale's range")
+    variance = (_MXFP4_STD_PER_SCALE * 2.0 ** (exponent - 128)) ** 2
+    p_next = min(max((std * std / variance - 1.0) / 3.0, 0.0), 1.0)
+    blocks[:, 0] = exponent + (rng.random(n_blocks) < p_next)
+    return blocks
+
+
+# Direct writers of the block types that cannot be sized by _BlockScales alone.
+_DIRECT_BLOCK_WRITERS = {
+    gguf.GGMLQuantizationType.Q5_0: _q5_0_blocks,
+    gguf.GGMLQuantizationType.MXFP4: _mxfp4_blocks,
+}
+
+
+def _direct_types() -> tuple[gguf.GGMLQuantizationType, ...]:
+    """The quantized types make_direct_model writes (besides F32, F16 and BF16)."""
+    return (*_DIRECT_BLOCK_SCALES, *_DIRECT_BLOCK_WRITERS)
+
+
 def _materialize_quantized(spec: _TensorSpec, qtype: gguf.GGMLQuantizationType, seed: int) -> np.ndarray:
     """Random blocks of qtype whose dequantized weights have about spec.std, as raw bytes (rows, row bytes)."""
     scales = _DIRECT_BLOCK_SCALES.get(qtype)
-    if scales is None or spec.std is None:
+    writer = _DIRECT_BLOCK_WRITERS.get(qtype)
+    if (scales is None and writer is None) or spec.std is None:
         raise ValueError(f"cannot write {spec.name} directly as {qtype.name}; direct writing supports "
-                         f"{', '.join(t.name for t in _DIRECT_BLOCK_SCALES)} for matrices. Quantize the "
-                         "F16 model with llama-quantize instead (leave out --direct)")
+                         f"{', '.join(t.name for t in _direct_types())}, BF16, F16 and F32 for matrices. "
+                         "Quantize the F16 model with llama-quantize instead (leave out --direct)")
     block_size, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
     n_rows, row_length = int(np.prod(spec.shape[:-1])), spec.shape[-1]
+    if row_length % block_size:
+        raise ValueError(f"cannot write {spec.name} as {qtype.name}: its rows of {row_length} are no multiple "
+                         f"of the block size {block_size}")
     n_blocks = n_rows * row_length // block_size
     rng = _tensor_rng(seed, spec.name)
+    if writer is not None:
+        return writer(rng, n_blocks, spec.std).reshape(n_rows, row_length // block_size * block_bytes)
     blocks = np.frombuffer(rng.bytes(n_blocks * block_bytes), dtype=np.uint8).reshape(n_blocks, block_bytes).copy()
     d = np.float16(spec.std / scales.std_per_d)
     blocks[:, scales.d_offset:scales.d_offset + 2] = np.frombuffer(d.tobytes(), dtype=np.uint8)
@@ -470,9 +729,12 @@ def make_direct_model(preset: str | Preset, seed: int, n_layer: int | None, qtyp
         dtype = _float_dtype(types[spec.name])
         if dtype is not None:
             return _materialize(spec, seed).astype(dtype, copy=False)
+        if types[spec.name] == gguf.GGMLQuantizationType.BF16:
+            weights = _materialize(spec, seed).astype(np.float32)
+            return gguf.quants.quantize(weights, gguf.GGMLQuantizationType.BF16).reshape(-1, weights.shape[-1] * 2)
         return _materialize_quantized(spec, types[spec.name], seed)
 
-    with _AtomicGGUF(out_path) as writer:
+    with _AtomicGGUF(out_path, preset.architecture) as writer:
         _add_metadata(writer, preset, seed, n_layer, _FILE_TYPES[qtype])
         writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
         writer.add_string("hiraishin.synthetic.weights", "direct")
@@ -547,10 +809,31 @@ def sha256_of(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
+def describe_preset(preset: str | Preset) -> str:
+    """One line: the preset's architecture and shapes."""
+    preset = get_preset(preset)
+    text = (f"{preset.architecture}, {preset.n_layer} layers, n_embd {preset.n_embd}, "
+            f"{preset.n_head}/{preset.n_head_kv} heads of {preset.head_dim}")
+    if preset.is_moe:
+        text += f", {preset.n_expert} experts ({preset.n_expert_used} used) of {preset.n_ff_exp}"
+    else:
+        text += f", n_ff {preset.n_ff}"
+    if preset.sliding_window:
+        text += f", window {preset.sliding_window} on every other layer"
+    return text + f", vocab {preset.n_vocab}"
+
+
+def _presets_table() -> str:
+    width = max(len(name) for name in PRESETS)
+    lines = [f"  {name:{width}}  {describe_preset(name)}" for name in sorted(PRESETS)]
+    return "presets:\n" + "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m hiraishin_llama.synthetic",
-        description="Write a deterministic synthetic qwen3 GGUF model, optionally quantized.")
+        description="Write a deterministic synthetic GGUF model (qwen3, qwen3moe or gpt-oss), optionally quantized.",
+        epilog=_presets_table(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="tiny", help=f"model shape: {', '.join(sorted(PRESETS))} (default: tiny)")
     parser.add_argument("--seed", type=int, default=1, help="weight seed (default: 1)")
     parser.add_argument("--n-layer", type=int, default=None, help="number of layers (default: the preset's)")

@@ -17,6 +17,10 @@
 //   bench   Time one verify pass of b tokens (llama_decode + synchronize) for
 //           each b, plain one-token decoding, and the device's copy bandwidth.
 //
+// In every subcommand --cpu-moe, --n-cpu-moe N and --override-tensor place a
+// mixture-of-experts model's tensors as llama.cpp's own programs do, so that a
+// model served with its experts on the CPU can be measured as it is served.
+//
 // Only the public llama.h / ggml.h / ggml-backend.h API is used, so the tool
 // does not depend on llama.cpp internals or its `common` library.
 
@@ -25,6 +29,7 @@
 #include "llama.h"
 #include "replay_batches.h"
 #include "replay_compare.h"
+#include "replay_overrides.h"
 
 #include <algorithm>
 #include <chrono>
@@ -72,6 +77,10 @@ constexpr int kMaxVerifyBatch = 16;
 // than the single-token steps it replaces.
 constexpr int kKvWindowStep = 256;
 
+// --n-cpu-moe makes one pattern per layer, and llama.cpp compiles every pattern for every tensor it
+// loads; no model has this many layers, and a typed "999" for "all" still loads in seconds.
+constexpr int kMaxCpuMoeLayers = 1000;
+
 // ---------------------------------------------------------------------------
 // Exit status and errors
 // ---------------------------------------------------------------------------
@@ -102,6 +111,9 @@ struct LogState {
     bool verbose = false;
     ggml_log_level last_level = GGML_LOG_LEVEL_NONE;
     std::deque<std::string> recent_errors;
+    // Tensors llama.cpp's loader said it placed by a tensor override: the public API has no other
+    // way to tell whether --cpu-moe or --override-tensor matched anything.
+    int tensors_overridden = 0;
 };
 
 LogState g_log;
@@ -110,6 +122,12 @@ void log_callback(ggml_log_level level, const char * text, void * /*user_data*/)
     // CONT continues the previous message and inherits its level.
     const ggml_log_level effective = level == GGML_LOG_LEVEL_CONT ? g_log.last_level : level;
     g_log.last_level = effective;
+    // llama_model_loader logs "tensor NAME (... MiB TYPE) buffer type overridden to BUFT" once per
+    // tensor an override placed (at debug level, so it reaches this callback whatever --verbose says).
+    if (level == GGML_LOG_LEVEL_DEBUG && std::strncmp(text, "tensor ", 7) == 0 &&
+        std::strstr(text, " buffer type overridden to ") != nullptr) {
+        ++g_log.tensors_overridden;
+    }
     if (effective == GGML_LOG_LEVEL_ERROR) {
         std::string line(text);
         while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) {
@@ -187,6 +205,10 @@ struct Options {
     std::string json_path;
     Expectation expect       = Expectation::None;
     bool        verbose      = false;
+    // --cpu-moe, --n-cpu-moe and --override-tensor, in command-line order: the first that matches a
+    // tensor decides, as in llama.cpp. They place the target model's tensors (and so a self-draft's);
+    // a separate --draft-model is loaded as --ngl says, as llama.cpp's --cpu-moe leaves its draft.
+    std::vector<hiraishin::TensorOverride> tensor_overrides;
 
     // replay
     // every verify batch size the guarantee covers: kernel choices depend on the exact width
@@ -238,6 +260,14 @@ void print_usage(FILE * out) {
         "  --ctx N                  context size (default 4096)\n"
         "  --fa on|off|auto         flash attention (default on)\n"
         "  --ngl N                  layers to offload to the GPU (default 999: all)\n"
+        "  --cpu-moe, -cmoe         keep every mixture-of-experts expert tensor on the CPU\n"
+        "  --n-cpu-moe, -ncmoe N    keep the expert tensors of the first N layers on the CPU (0 to %d)\n"
+        "  --override-tensor, -ot PATTERN=BUFFER_TYPE[,...]\n"
+        "                           put tensors whose name matches the regular expression PATTERN in\n"
+        "                           BUFFER_TYPE (e.g. exps=CPU; the names are those of this build's\n"
+        "                           devices: CPU, CUDA0, ...); the three read as llama.cpp's do, may be\n"
+        "                           repeated, and the first that matches a tensor decides; they place the\n"
+        "                           target model, not a separate --draft-model\n"
         "  --cache-type-k TYPE      K cache type: f16, q8_0, q4_0, turbo2, turbo3, turbo4 (default f16)\n"
         "  --cache-type-v TYPE      V cache type, same choices (default f16)\n"
         "  --n-prompt N             prompt length in tokens (default 64)\n"
@@ -274,7 +304,8 @@ void print_usage(FILE * out) {
         "\n"
         "exit status: 0 expectation holds, 1 expectation failed, 2 usage or input error,\n"
         "             3 runtime failure\n",
-        kToolName, kMaxVerifyBatch, kMaxVerifyBatch, kKvWindowStep, kMaxVerifyBatch, kMaxVerifyBatch);
+        kToolName, kMaxCpuMoeLayers, kMaxVerifyBatch, kMaxVerifyBatch, kKvWindowStep, kMaxVerifyBatch,
+        kMaxVerifyBatch);
 }
 
 long long parse_integer(const std::string & flag, const std::string & text, long long min_value, long long max_value) {
@@ -398,6 +429,25 @@ Options parse_options(int argc, char ** argv) {
             }
         } else if (flag == "--ngl") {
             opts.n_gpu_layers = (int) parse_integer(flag, value(), -1, 100000);
+        } else if (flag == "--cpu-moe" || flag == "-cmoe") {
+            if (inline_value) {
+                throw UsageError(flag + " takes no value, got '" + *inline_value + "'; write --n-cpu-moe N to put "
+                                 "the experts of the first N layers on the CPU");
+            }
+            opts.tensor_overrides.push_back(hiraishin::all_experts_on_cpu(flag));
+        } else if (flag == "--n-cpu-moe" || flag == "-ncmoe") {
+            const int n_layers = (int) parse_integer(flag, value(), 0, kMaxCpuMoeLayers);
+            for (auto & override_ : hiraishin::first_layers_experts_on_cpu(flag, n_layers)) {
+                opts.tensor_overrides.push_back(std::move(override_));
+            }
+        } else if (flag == "--override-tensor" || flag == "-ot") {
+            try {
+                for (auto & override_ : hiraishin::parse_override_list(flag, value())) {
+                    opts.tensor_overrides.push_back(std::move(override_));
+                }
+            } catch (const hiraishin::OverrideError & e) {
+                throw UsageError(e.what());
+            }
         } else if (flag == "--cache-type-k") {
             opts.cache_type_k = parse_kv_cache_type(flag, value());
         } else if (flag == "--cache-type-v") {
@@ -647,10 +697,67 @@ struct LoadedModel {
     std::string path;
     uint64_t    file_size = 0;
     std::string desc;
+    std::string arch;
     int         n_vocab = 0;
     int         n_layer = 0;
     uint64_t    n_params = 0;
+    // Experts per mixture-of-experts layer and experts each token uses; 0 for a dense model.
+    int         n_expert = 0;
+    int         n_expert_used = 0;
+    // Tensors that an override placed (see LogState::tensors_overridden).
+    int         tensors_overridden = 0;
 };
+
+// A string from the model's GGUF metadata, or "" when the key is absent.
+std::string model_metadata(const llama_model * model, const std::string & key) {
+    char buf[256] = {};
+    return llama_model_meta_val_str(model, key.c_str(), buf, sizeof(buf)) < 0 ? "" : std::string(buf);
+}
+
+int model_metadata_int(const llama_model * model, const std::string & key) {
+    const std::string text = model_metadata(model, key);
+    return text.empty() ? 0 : std::atoi(text.c_str());
+}
+
+// The buffer types --override-tensor may name, as upstream's parse_tensor_buffer_overrides collects
+// them: each ggml device's default buffer type under ggml_backend_buft_name (CPU, CUDA0, ...).
+std::map<std::string, ggml_backend_buffer_type_t> device_buffer_types() {
+    std::map<std::string, ggml_backend_buffer_type_t> types;
+    for (size_t i = 0; i < ggml_backend_dev_count(); ++i) {
+        if (ggml_backend_buffer_type_t buft = ggml_backend_dev_buffer_type(ggml_backend_dev_get(i))) {
+            types[ggml_backend_buft_name(buft)] = buft;
+        }
+    }
+    // --cpu-moe in upstream names ggml_backend_cpu_buffer_type() itself, which is the CPU device's.
+    types.emplace(hiraishin::kCpuBufferType, ggml_backend_cpu_buffer_type());
+    return types;
+}
+
+// The overrides as llama_model_params.tensor_buft_overrides takes them: ending in a null pattern,
+// their patterns pointing into `overrides`, which must outlive the model's loading.
+std::vector<llama_model_tensor_buft_override> buffer_overrides(const std::vector<hiraishin::TensorOverride> & overrides) {
+    std::vector<llama_model_tensor_buft_override> entries;
+    try {
+        for (const auto & [override_, buft] : hiraishin::resolve_buffer_types(overrides, device_buffer_types())) {
+            entries.push_back({override_->pattern.c_str(), buft});
+        }
+    } catch (const hiraishin::OverrideError & e) {
+        throw UsageError(e.what());
+    }
+    entries.push_back({nullptr, nullptr});
+    return entries;
+}
+
+// "--cpu-moe" or "--n-cpu-moe, --override-tensor": the options that placed tensors, once each.
+std::string override_flags(const std::vector<hiraishin::TensorOverride> & overrides) {
+    std::string flags;
+    for (const auto & override_ : overrides) {
+        if (flags.find(override_.flag) == std::string::npos) {
+            flags += (flags.empty() ? "" : ", ") + override_.flag;
+        }
+    }
+    return flags;
+}
 
 // llama.cpp's loader reports a non-GGUF file only through its log; checking
 // the magic first gives a direct answer for the most common mistake.
@@ -669,11 +776,15 @@ void check_gguf_file(const std::string & flag, const std::string & path) {
     }
 }
 
-LoadedModel load_model(const std::string & flag, const std::string & path, int n_gpu_layers) {
+LoadedModel load_model(const std::string & flag, const std::string & path, int n_gpu_layers,
+                       const std::vector<hiraishin::TensorOverride> & overrides = {}) {
     check_gguf_file(flag, path);
     llama_model_params params = llama_model_default_params();
     params.n_gpu_layers = n_gpu_layers;
+    const std::vector<llama_model_tensor_buft_override> placement = buffer_overrides(overrides);
+    params.tensor_buft_overrides = overrides.empty() ? nullptr : placement.data();
     g_log.recent_errors.clear();
+    g_log.tensors_overridden = 0;
     ModelPtr model(llama_model_load_from_file(path.c_str(), params));
     if (!model) {
         throw UsageError(flag + ": llama.cpp could not load '" + path + "'" + recent_llama_errors());
@@ -685,10 +796,21 @@ LoadedModel load_model(const std::string & flag, const std::string & path, int n
     char desc[256]   = {};
     llama_model_desc(model.get(), desc, sizeof(desc));
     loaded.desc      = desc;
+    loaded.arch      = model_metadata(model.get(), "general.architecture");
     loaded.n_vocab   = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
     loaded.n_layer   = llama_model_n_layer(model.get());
     loaded.n_params  = llama_model_n_params(model.get());
+    loaded.n_expert      = model_metadata_int(model.get(), loaded.arch + ".expert_count");
+    loaded.n_expert_used = model_metadata_int(model.get(), loaded.arch + ".expert_used_count");
+    loaded.tensors_overridden = g_log.tensors_overridden;
     loaded.model     = std::move(model);
+    if (!overrides.empty() && loaded.tensors_overridden == 0) {
+        // Not an error, as in llama.cpp: but a measurement "with the experts on the CPU" of a model
+        // whose tensors stayed where they were would measure something else, so it is said.
+        fprintf(stderr, "%s: warning: %s matched no tensor of '%s'%s, so every tensor is where --ngl puts it\n",
+                kToolName, override_flags(overrides).c_str(), path.c_str(),
+                loaded.n_expert == 0 ? " (it has no experts: not a mixture-of-experts model)" : "");
+    }
     return loaded;
 }
 
@@ -1199,9 +1321,12 @@ void write_common_json(JsonWriter & json, const Options & opts, const LoadedMode
     json.key("model_path").value(model.path);
     json.key("model_size_bytes").value(model.file_size);
     json.key("model_desc").value(model.desc);
+    json.key("model_arch").value(model.arch);
     json.key("model_n_params").value(model.n_params);
     json.key("n_vocab").value(model.n_vocab);
     json.key("n_layer").value(model.n_layer);
+    json.key("n_expert").value(model.n_expert);
+    json.key("n_expert_used").value(model.n_expert_used);
     json.key("devices").begin_array();
     for (const auto & dev : list_devices()) {
         json.begin_object();
@@ -1215,6 +1340,16 @@ void write_common_json(JsonWriter & json, const Options & opts, const LoadedMode
     json.key("ctx").value((long long) opts.n_ctx);
     json.key("fa").value(opts.fa_name);
     json.key("n_gpu_layers").value(opts.n_gpu_layers);
+    json.key("tensor_overrides").begin_array();
+    for (const auto & override_ : opts.tensor_overrides) {
+        json.begin_object();
+        json.key("pattern").value(override_.pattern);
+        json.key("buffer_type").value(override_.buffer_type);
+        json.key("flag").value(override_.flag);
+        json.end_object();
+    }
+    json.end_array();
+    json.key("tensors_overridden").value(model.tensors_overridden);
     json.key("cache_type_k").value(opts.cache_type_k.name);
     json.key("cache_type_v").value(opts.cache_type_v.name);
     json.key("n_prompt").value(opts.n_prompt);
@@ -1257,6 +1392,15 @@ void print_header(const Options & opts, const LoadedModel & model) {
     printf("%s %s: %s\n", kToolName, kToolVersion, mode_name(opts.mode));
     printf("model    %s (%s, %s, n_vocab %d, n_layer %d)\n", model.path.c_str(), format_bytes(model.file_size).c_str(),
            model.desc.c_str(), model.n_vocab, model.n_layer);
+    if (model.n_expert > 0) {
+        printf("experts  %d per layer, %d used per token\n", model.n_expert, model.n_expert_used);
+    }
+    if (!opts.tensor_overrides.empty()) {
+        // --n-cpu-moe 48 is 48 patterns: the flags and the count say it in one line.
+        printf("placed   %d tensor%s by %s (%zu pattern%s)\n", model.tensors_overridden,
+               model.tensors_overridden == 1 ? "" : "s", override_flags(opts.tensor_overrides).c_str(),
+               opts.tensor_overrides.size(), opts.tensor_overrides.size() == 1 ? "" : "s");
+    }
     for (const auto & dev : list_devices()) {
         printf("device   %s: %s (%s)\n", dev.name.c_str(), dev.description.c_str(), dev.type.c_str());
     }
@@ -1281,7 +1425,7 @@ std::string optional_to_string(const std::optional<int> & value) {
 // ---------------------------------------------------------------------------
 
 int run_replay(const Options & opts) {
-    LoadedModel model = load_model("--model", opts.model_path, opts.n_gpu_layers);
+    LoadedModel model = load_model("--model", opts.model_path, opts.n_gpu_layers, opts.tensor_overrides);
     const int largest_batch = opts.batch_sizes.empty() ? 1 : opts.batch_sizes.back();
     ContextPtr ctx = make_context(opts, model.model.get(), largest_batch);
     print_header(opts, model);
@@ -1373,7 +1517,7 @@ int run_replay(const Options & opts) {
 }
 
 int run_spec(const Options & opts) {
-    LoadedModel target = load_model("--model", opts.model_path, opts.n_gpu_layers);
+    LoadedModel target = load_model("--model", opts.model_path, opts.n_gpu_layers, opts.tensor_overrides);
     std::optional<LoadedModel> separate_draft;
     if (!opts.draft_model_path.empty()) {
         separate_draft = load_model("--draft-model", opts.draft_model_path, opts.n_gpu_layers);
@@ -1581,7 +1725,7 @@ BandwidthResult measure_copy_bandwidth(uint64_t mib, int reps) {
 }
 
 int run_bench(const Options & opts) {
-    LoadedModel model = load_model("--model", opts.model_path, opts.n_gpu_layers);
+    LoadedModel model = load_model("--model", opts.model_path, opts.n_gpu_layers, opts.tensor_overrides);
     const int largest_batch = *std::max_element(opts.batch_sizes.begin(), opts.batch_sizes.end());
     ContextPtr ctx = make_context(opts, model.model.get(), largest_batch);
     print_header(opts, model);
