@@ -222,8 +222,8 @@ def test_the_stack_info_in_full(tmp_path: Path) -> None:
     names = [line.split("#")[0].strip() for line in (tmp_path / "patches" / "series").read_text().splitlines() if line.strip()]
     text = _stack_info(project, pin, "c" * 40, "101.7", 101).decode()
     info = json.loads(text)
-    assert list(info) == ["exact_backends", "exact_moe_backends", "patched_commit", "patches", "upstream",
-                          "version"]  # sorted keys
+    assert list(info) == ["exact_backends", "exact_moe_backends", "exact_moe_experts_on_cpu_backends",
+                          "patched_commit", "patches", "upstream", "version"]  # sorted keys
     assert text.endswith("}\n") and text.splitlines()[1] == '  "exact_backends": ['
     assert info["exact_backends"] == ["cpu", "cuda"]
     assert info["exact_moe_backends"] == ["cuda"]

@@ -73,8 +73,14 @@ def test_a_build_that_claims_moe_has_its_moe_cases_judged(monkeypatch: pytest.Mo
     claim(monkeypatch, {**CUDA_BUILD, "exact_moe_backends": ["cuda"]})
     expects = {c.name: c.expect for c in smoke.moe_cases("cuda")}
     assert expects["qwen3moe Q4_K_M kv=q8_0 switch on"] == "identical"
-    assert expects["qwen3moe Q4_K_M kv=f16 experts=CPU switch off"] == "differ"
     assert expects["gpt-oss MXFP4_MOE kv=f16 switch off"] == "differ"
+    # experts on the CPU need a claim of their own
+    assert expects["qwen3moe Q4_K_M kv=f16 experts=CPU switch on"] == "none"
+    assert expects["qwen3moe Q4_K_M kv=f16 experts=CPU switch off"] == "none"
+    claim(monkeypatch, {**CUDA_BUILD, "exact_moe_backends": ["cuda"], "exact_moe_experts_on_cpu_backends": ["cuda"]})
+    expects = {c.name: c.expect for c in smoke.moe_cases("cuda")}
+    assert expects["qwen3moe Q4_K_M kv=f16 experts=CPU switch on"] == "identical"
+    assert expects["qwen3moe Q4_K_M kv=f16 experts=CPU switch off"] == "differ"
     # A claim the wheel's backends do not back (a CPU wheel has no CUDA) is no claim.
     claim(monkeypatch, {"recipe": "cpu", "exact_backends": ["cpu", "cuda"], "exact_moe_backends": ["cuda"]})
     assert smoke.exact_moe_backends() == set()
@@ -120,7 +126,12 @@ def test_the_table_is_as_wide_as_the_longest_name_and_says_why_moe_is_reported()
     table = smoke.render_table([smoke.CaseResult(case, 0, True, report=report)], [2, 16])
     row = next(line for line in table.splitlines() if line.startswith(case.name))
     assert row.split()[-4:] == ["none", "190", "-", "reported"]
+    assert "experts=CPU cases are reported, not judged" in table
+    assert "mixture-of-experts cases are reported" not in table
+    on_gpu = smoke.Case("Q4_K_M", "f16", False, "none", preset="qwen3moe", moe=True)
+    table = smoke.render_table([smoke.CaseResult(on_gpu, 0, True, report=report)], [2, 16])
     assert "mixture-of-experts cases are reported, not judged" in table
+    assert "experts=CPU cases" not in table
 
 
 # --- whole runs with the stand-in replay ------------------------------------------------------------------
