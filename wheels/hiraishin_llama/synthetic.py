@@ -326,32 +326,43 @@ def _tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
         return _qwen3moe_tensor_specs(preset, n_layer)
     if preset.architecture == GPT_OSS:
         return _gpt_oss_tensor_specs(preset, n_layer)
-    n_embd, n_vocab = preset.n_embd, preset.n_vocab
-    n_q = preset.n_head * preset.head_dim
-    n_kv = preset.n_head_kv * preset.head_dim
+    n_embd = preset.n_embd
     residual_scale = 1.0 / np.sqrt(2.0 * n_layer)
 
-    specs = [_TensorSpec("token_embd.weight", (n_vocab, n_embd), 1.0)]
+    specs = [_TensorSpec("token_embd.weight", (preset.n_vocab, n_embd), 1.0)]
     for layer in range(n_layer):
         blk = f"blk.{layer}"
+        specs += _qwen3_attention_specs(preset, blk, residual_scale)
         specs += [
-            _TensorSpec(f"{blk}.attn_norm.weight", (n_embd,), None),
-            _TensorSpec(f"{blk}.attn_q.weight", (n_q, n_embd), 1.0 / np.sqrt(n_embd)),
-            _TensorSpec(f"{blk}.attn_k.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
-            _TensorSpec(f"{blk}.attn_v.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
-            _TensorSpec(f"{blk}.attn_q_norm.weight", (preset.head_dim,), None),
-            _TensorSpec(f"{blk}.attn_k_norm.weight", (preset.head_dim,), None),
-            _TensorSpec(f"{blk}.attn_output.weight", (n_embd, n_q), residual_scale / np.sqrt(n_q)),
-            _TensorSpec(f"{blk}.ffn_norm.weight", (n_embd,), None),
             _TensorSpec(f"{blk}.ffn_gate.weight", (preset.n_ff, n_embd), 1.0 / np.sqrt(n_embd)),
             _TensorSpec(f"{blk}.ffn_up.weight", (preset.n_ff, n_embd), 1.0 / np.sqrt(n_embd)),
             _TensorSpec(f"{blk}.ffn_down.weight", (n_embd, preset.n_ff), residual_scale / np.sqrt(preset.n_ff)),
         ]
-    specs += [
-        _TensorSpec("output_norm.weight", (n_embd,), None),
-        _TensorSpec("output.weight", (n_vocab, n_embd), LOGIT_STD / np.sqrt(n_embd)),
+    return specs + _output_specs(preset)
+
+
+def _qwen3_attention_specs(preset: Preset, blk: str, residual_scale: float) -> list[_TensorSpec]:
+    """A qwen3 layer's attention (q and k normed per head) and the FFN's input norm."""
+    n_embd = preset.n_embd
+    n_q = preset.n_head * preset.head_dim
+    n_kv = preset.n_head_kv * preset.head_dim
+    return [
+        _TensorSpec(f"{blk}.attn_norm.weight", (n_embd,), None),
+        _TensorSpec(f"{blk}.attn_q.weight", (n_q, n_embd), 1.0 / np.sqrt(n_embd)),
+        _TensorSpec(f"{blk}.attn_k.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
+        _TensorSpec(f"{blk}.attn_v.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
+        _TensorSpec(f"{blk}.attn_q_norm.weight", (preset.head_dim,), None),
+        _TensorSpec(f"{blk}.attn_k_norm.weight", (preset.head_dim,), None),
+        _TensorSpec(f"{blk}.attn_output.weight", (n_embd, n_q), residual_scale / np.sqrt(n_q)),
+        _TensorSpec(f"{blk}.ffn_norm.weight", (n_embd,), None),
     ]
-    return specs
+
+
+def _output_specs(preset: Preset) -> list[_TensorSpec]:
+    return [
+        _TensorSpec("output_norm.weight", (preset.n_embd,), None),
+        _TensorSpec("output.weight", (preset.n_vocab, preset.n_embd), LOGIT_STD / np.sqrt(preset.n_embd)),
+    ]
 
 
 def _expert_specs(preset: Preset, blk: str, residual_scale: float, biases: bool) -> list[_TensorSpec]:
@@ -376,30 +387,14 @@ def _expert_specs(preset: Preset, blk: str, residual_scale: float, biases: bool)
 def _qwen3moe_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
     """qwen3's attention (with q and k norms) and a mixture of experts instead of the dense FFN
     (llama_model_qwen3moe::load_arch_tensors)."""
-    n_embd, n_vocab = preset.n_embd, preset.n_vocab
-    n_q = preset.n_head * preset.head_dim
-    n_kv = preset.n_head_kv * preset.head_dim
     residual_scale = 1.0 / np.sqrt(2.0 * n_layer)
 
-    specs = [_TensorSpec("token_embd.weight", (n_vocab, n_embd), 1.0)]
+    specs = [_TensorSpec("token_embd.weight", (preset.n_vocab, preset.n_embd), 1.0)]
     for layer in range(n_layer):
         blk = f"blk.{layer}"
-        specs += [
-            _TensorSpec(f"{blk}.attn_norm.weight", (n_embd,), None),
-            _TensorSpec(f"{blk}.attn_q.weight", (n_q, n_embd), 1.0 / np.sqrt(n_embd)),
-            _TensorSpec(f"{blk}.attn_k.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
-            _TensorSpec(f"{blk}.attn_v.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
-            _TensorSpec(f"{blk}.attn_q_norm.weight", (preset.head_dim,), None),
-            _TensorSpec(f"{blk}.attn_k_norm.weight", (preset.head_dim,), None),
-            _TensorSpec(f"{blk}.attn_output.weight", (n_embd, n_q), residual_scale / np.sqrt(n_q)),
-            _TensorSpec(f"{blk}.ffn_norm.weight", (n_embd,), None),
-        ]
+        specs += _qwen3_attention_specs(preset, blk, residual_scale)
         specs += _expert_specs(preset, blk, residual_scale, biases=False)
-    specs += [
-        _TensorSpec("output_norm.weight", (n_embd,), None),
-        _TensorSpec("output.weight", (n_vocab, n_embd), LOGIT_STD / np.sqrt(n_embd)),
-    ]
-    return specs
+    return specs + _output_specs(preset)
 
 
 def _gpt_oss_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
