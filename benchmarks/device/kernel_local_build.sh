@@ -18,6 +18,16 @@ out=$repo/${2:-build/wip-test-backend-ops.xz}
 mkdir -p "$dir/src"
 # tar keeps the work tree's timestamps, so ninja rebuilds only what changed since the last copy
 tar c --exclude=.git -C "$repo/work/llama.cpp" . | tar x -C "$dir/src"
+# A file edited while the last build ran is older than the object built from its earlier copy: ninja
+# would keep that object. Touch every file whose content changed since the last copy.
+(cd "$dir/src" && find . -type f \( -name '*.c' -o -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) \
+    -print0 | xargs -0 sha1sum | sort -k2) > "$dir/hashes.new"
+if [ -f "$dir/hashes" ]; then
+    # shellcheck disable=SC2016  # $1 is awk's
+    join -1 2 -2 2 -o 0,1.1,2.1 "$dir/hashes" "$dir/hashes.new" | awk '$2 != $3 {print $1}' |
+        (cd "$dir/src" && xargs -r touch)
+fi
+mv "$dir/hashes.new" "$dir/hashes"
 # A file a fault or variant changed in the last build came back with its older time: make ninja rebuild it.
 if [ -f "$dir/diffed-files" ]; then
     xargs -I{} touch "$dir/src/{}" < "$dir/diffed-files"
