@@ -54,3 +54,11 @@ def test_a_build_without_stack_information_claims_nothing(monkeypatch: pytest.Mo
     info.main(["--json"])
     printed = json.loads(capsys.readouterr().out)
     assert printed["backends"] == ["cpu"] and printed["exact_backends"] == []
+
+
+def test_coverage_is_a_subcommand(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    not_gguf = tmp_path / "model.gguf"
+    not_gguf.write_text("not a model\n")
+    assert info.main(["coverage", str(not_gguf)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hiraishin-llama coverage: error:") and str(not_gguf) in err

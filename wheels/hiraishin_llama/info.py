@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from . import __version__, runtime
 from ._args import ArgumentParser
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int | None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["coverage"]:
+        # `hiraishin-llama coverage MODEL.gguf`, the same as hiraishin-llama-coverage
+        from . import coverage
+        return coverage.main(argv[1:], prog="hiraishin-llama coverage")
     # The wheel's own parser: a usage error is one line, as in its other programs.
-    parser = ArgumentParser(prog="hiraishin-llama", description=__doc__)
+    parser = ArgumentParser(prog="hiraishin-llama", description=__doc__,
+                            epilog="hiraishin-llama coverage MODEL.gguf says whether batch-invariant mode covers a "
+                                   "model (as hiraishin-llama-coverage)")
     parser.add_argument("--version", action="store_true", help="print the version and build information")
     parser.add_argument("--json", action="store_true", help="print it as JSON")
     args = parser.parse_args(argv)

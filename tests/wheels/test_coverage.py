@@ -1,0 +1,545 @@
+"""hiraishin-llama-coverage: what it says of a model is what coverage.json says of the model's
+architecture and weight types, per backend of the wheel; bad input is one line and exit status 2.
+
+The models are synthetic GGUFs written here: a header and tensor table with chosen types, the data
+section sparse (the file has its full size on paper and occupies almost no disk).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+
+from hiraishin_llama import coverage, runtime, synthetic
+
+REPO = Path(__file__).resolve().parents[2]
+Q = gguf.GGMLQuantizationType
+STACK = {"exact_backends": ["cpu", "cuda"], "exact_moe_backends": ["cpu", "cuda"],
+         "exact_moe_experts_on_cpu_backends": [], "patched_commit": "0" * 40}
+WHEELS = {"cu13-sm90": {**STACK, "recipe": "cu13-sm90", "cuda_architectures": "90-real;90-virtual"},
+          "cpu": {**STACK, "recipe": "cpu", "cuda_architectures": ""}}
+
+N_EMBD, N_FF, N_VOCAB, N_EXPERT = 256, 512, 1024, 8
+Tensor = tuple[str, tuple[int, ...], int]
+"""A tensor to write: name, numpy shape (rows last: the row length is the last entry), type id."""
+
+
+@pytest.fixture(autouse=True)
+def cuda_wheel(monkeypatch: pytest.MonkeyPatch) -> dict:
+    """A CUDA wheel of a stack that claims both backends exact, MoE models included (as revision 15)."""
+    build = dict(WHEELS["cu13-sm90"])
+    monkeypatch.setattr(runtime, "build_info", lambda: build)
+    return build
+
+
+def use_wheel(monkeypatch: pytest.MonkeyPatch, build: dict) -> None:
+    monkeypatch.setattr(runtime, "build_info", lambda: build)
+
+
+def _nbytes(shape: tuple[int, ...], type_id: int) -> int:
+    if type_id in (45, 46, 47):  # this fork's TQ3_1S, TQ4_1S, Q2_0, which the gguf package may not know
+        block = coverage.load_coverage().fork_types[type_id].block
+    else:
+        block = gguf.GGML_QUANT_SIZES[Q(type_id)]
+    assert block is not None and shape[-1] % block[0] == 0, (shape, type_id)
+    return int(np.prod(shape)) // block[0] * block[1]
+
+
+def write_gguf(path: Path, architecture: str, tensors: Iterable[Tensor], *, n_layer: int = 2,
+               keys: dict[str, object] | None = None, n_expert: int = 0, n_expert_used: int = 0,
+               vocab: int = 0) -> Path:
+    """A GGUF with these tensors and a sparse data section of their full size."""
+    writer = gguf.GGUFWriter(path, architecture)
+    writer.add_block_count(n_layer)
+    writer.add_embedding_length(N_EMBD)
+    if n_expert:
+        writer.add_expert_count(n_expert)
+        writer.add_expert_used_count(n_expert_used)
+    if vocab:
+        writer.add_token_list([f"t{i}" for i in range(vocab)])
+        writer.add_token_merges([f"a{i} b{i}" for i in range(vocab)])
+    for key, value in (keys or {}).items():
+        if isinstance(value, str):
+            writer.add_string(key, value)
+        else:
+            writer.add_uint32(key, value)  # type: ignore[arg-type]
+    total = 0
+    for name, shape, type_id in tensors:
+        nbytes = _nbytes(shape, type_id)
+        writer.add_tensor_info(name, shape, np.dtype(np.float32), nbytes, raw_dtype=type_id)  # type: ignore[arg-type]
+        total += nbytes + -nbytes % writer.data_alignment
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    handle = writer.fout[0]
+    start = handle.tell()
+    handle.truncate(start + -start % writer.data_alignment + total)
+    writer.close()
+    return path
+
+
+def attention(layer: int, types: dict[str, int]) -> list[Tensor]:
+    blk = f"blk.{layer}"
+    return [
+        (f"{blk}.attn_norm.weight", (N_EMBD,), Q.F32),
+        (f"{blk}.attn_q.weight", (N_EMBD, N_EMBD), types.get("attn_q", Q.Q4_K)),
+        (f"{blk}.attn_k.weight", (N_EMBD // 2, N_EMBD), types.get("attn_k", Q.Q4_K)),
+        (f"{blk}.attn_v.weight", (N_EMBD // 2, N_EMBD), types.get("attn_v", Q.Q6_K)),
+        (f"{blk}.attn_q_norm.weight", (64,), Q.F32),
+        (f"{blk}.attn_k_norm.weight", (64,), Q.F32),
+        (f"{blk}.attn_output.weight", (N_EMBD, N_EMBD), types.get("attn_output", Q.Q4_K)),
+        (f"{blk}.ffn_norm.weight", (N_EMBD,), Q.F32),
+    ]
+
+
+def dense_tensors(n_layer: int = 2, types: dict[str, int] | None = None, *, tied: bool = False) -> list[Tensor]:
+    """qwen3 as llama-quantize's Q4_K_M makes it: Q4_K matrices, Q6_K attn_v, ffn_down and output."""
+    types = types or {}
+    tensors: list[Tensor] = [("token_embd.weight", (N_VOCAB, N_EMBD), types.get("token_embd", Q.Q4_K))]
+    for layer in range(n_layer):
+        blk = f"blk.{layer}"
+        tensors += attention(layer, types)
+        tensors += [(f"{blk}.ffn_gate.weight", (N_FF, N_EMBD), types.get("ffn_gate", Q.Q4_K)),
+                    (f"{blk}.ffn_up.weight", (N_FF, N_EMBD), types.get("ffn_up", Q.Q4_K)),
+                    (f"{blk}.ffn_down.weight", (N_EMBD, N_FF), types.get("ffn_down", Q.Q6_K))]
+    tensors.append(("output_norm.weight", (N_EMBD,), Q.F32))
+    if not tied:
+        tensors.append(("output.weight", (N_VOCAB, N_EMBD), types.get("output", Q.Q6_K)))
+    return tensors
+
+
+def moe_tensors(n_layer: int = 2, types: dict[str, int] | None = None) -> list[Tensor]:
+    """qwen3moe as Q4_K_M makes it: Q4_K gate and up experts, Q6_K down experts, an F32 router."""
+    types = types or {}
+    tensors: list[Tensor] = [("token_embd.weight", (N_VOCAB, N_EMBD), Q.Q4_K)]
+    for layer in range(n_layer):
+        blk = f"blk.{layer}"
+        tensors += attention(layer, types)
+        tensors += [(f"{blk}.ffn_gate_inp.weight", (N_EXPERT, N_EMBD), types.get("ffn_gate_inp", Q.F32)),
+                    (f"{blk}.ffn_gate_exps.weight", (N_EXPERT, N_FF, N_EMBD), types.get("ffn_gate_exps", Q.Q4_K)),
+                    (f"{blk}.ffn_up_exps.weight", (N_EXPERT, N_FF, N_EMBD), types.get("ffn_up_exps", Q.Q4_K)),
+                    (f"{blk}.ffn_down_exps.weight", (N_EXPERT, N_EMBD, N_FF), types.get("ffn_down_exps", Q.Q6_K))]
+    return tensors + [("output_norm.weight", (N_EMBD,), Q.F32), ("output.weight", (N_VOCAB, N_EMBD), Q.Q6_K)]
+
+
+@pytest.fixture
+def dense_model(tmp_path: Path) -> Path:
+    return write_gguf(tmp_path / "qwen3-2l-Q4_K_M.gguf", "qwen3", dense_tensors())
+
+
+@pytest.fixture
+def moe_model(tmp_path: Path) -> Path:
+    return write_gguf(tmp_path / "qwen3moe-2l-Q4_K_M.gguf", "qwen3moe", moe_tensors(), n_expert=N_EXPERT,
+                      n_expert_used=2)
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = coverage.main([str(arg) for arg in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def line(out: str, prefix: str) -> str:
+    found = [text for text in out.splitlines() if text.startswith(prefix)]
+    assert len(found) == 1, out
+    return found[0]
+
+
+# --- covered models -------------------------------------------------------------------------------------------
+
+
+def test_a_q4_k_m_dense_model_is_covered_on_both_backends(dense_model: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run([dense_model], capsys)
+    assert (code, err) == (0, "")
+    assert line(out, "model:") == "model: qwen3-2l-Q4_K_M.gguf (qwen3; 2 layers)"
+    assert line(out, "cuda:") == "cuda: covered (dense Q4_K, Q6_K)"
+    assert line(out, "cpu:") == "cpu:  covered (dense Q4_K, Q6_K)"
+    assert "experts on the CPU" not in out  # a dense model has none
+    assert line(out, "at run time:") == ("at run time: flash attention on; KV cache f16, q8_0, turbo3 or turbo4; "
+                                         "one server slot; verify batches of at most 16 tokens")
+
+
+def test_a_q4_k_m_moe_model_is_covered_with_the_note_on_experts_on_the_cpu(
+        moe_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run([moe_model], capsys)
+    assert (code, err) == (0, "")
+    assert line(out, "model:") == "model: qwen3moe-2l-Q4_K_M.gguf (qwen3moe, 8 experts, 2 used; 2 layers)"
+    assert line(out, "cuda:") == "cuda: covered (dense Q4_K, Q6_K; experts Q4_K, Q6_K; router F32)"
+    assert line(out, "cpu:") == "cpu:  covered (dense Q4_K, Q6_K; experts Q4_K, Q6_K; router F32)"
+    note = line(out, "note: on cuda, experts on the CPU")
+    assert "--cpu-moe" in note and "-ot exps=CPU" in note and "not covered" in note
+
+
+def test_the_experts_on_the_cpu_note_goes_once_the_stack_claims_them(
+        moe_model: Path, cuda_wheel: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    cuda_wheel["exact_moe_experts_on_cpu_backends"] = ["cuda"]
+    code, out, _ = run([moe_model], capsys)
+    assert code == 0 and "experts on the CPU" not in out
+
+
+def test_gpt_oss_mxfp4_experts_are_covered(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tensors = moe_tensors(types={"ffn_gate_exps": Q.MXFP4, "ffn_up_exps": Q.MXFP4, "ffn_down_exps": Q.MXFP4,
+                                 **{name: Q.Q8_0 for name in ("attn_q", "attn_k", "attn_v", "attn_output")}})
+    tensors += [("blk.0.attn_sinks.weight", (4,), Q.F32), ("blk.0.ffn_gate_inp.bias", (N_EXPERT,), Q.F32)]
+    model = write_gguf(tmp_path / "gpt-oss.gguf", "gpt-oss", tensors, n_expert=N_EXPERT, n_expert_used=2)
+    code, out, _ = run([model], capsys)
+    assert code == 0, out
+    assert line(out, "cuda:") == "cuda: covered (dense Q8_0, Q6_K; experts MXFP4; router F32)"
+
+
+def test_the_notes_say_where_the_basis_is_op_tests_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = write_gguf(tmp_path / "bf16.gguf", "qwen3", dense_tensors(types=dict.fromkeys(
+        ("token_embd", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down", "output"),
+        Q.BF16)))
+    code, out, _ = run([model, "--backend", "cuda"], capsys)
+    assert code == 0
+    assert line(out, "cuda:") == "cuda: covered (dense BF16)"
+    assert line(out, "note:") == "note: on cuda, dense BF16: op tests only: no BF16 model has been measured"
+
+
+# --- models that are not covered ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("qtype", [Q.Q5_0, Q.IQ4_XS])
+def test_an_untested_weight_type_is_named_with_its_tensors(tmp_path: Path, qtype: Q,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    model = write_gguf(tmp_path / "m.gguf", "qwen3", dense_tensors(types={"attn_v": qtype}))
+    code, out, err = run([model], capsys)
+    assert (code, err) == (1, "")
+    expected = f"NOT covered: dense {qtype.name} (2 tensors, e.g. blk.0.attn_v.weight): not yet tested"
+    assert line(out, "cuda:") == f"cuda: {expected}"
+    assert line(out, "cpu:") == f"cpu:  {expected}"
+    assert "so on cuda and cpu greedy speculative decoding may differ from plain greedy decoding" in out
+
+
+def test_the_fork_s_tq_types_have_no_batch_invariant_path(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # Type id 46 is this fork's TQ4_1S: the gguf package on PyPI does not know it.
+    model = write_gguf(tmp_path / "tq.gguf", "qwen3", dense_tensors(types={"ffn_up": 46}))
+    code, out, _ = run([model, "--backend", "cuda"], capsys)
+    assert code == 1
+    assert line(out, "cuda:") == ("cuda: NOT covered: dense TQ4_1S (2 tensors, e.g. blk.0.ffn_up.weight): no "
+                                  "batch-invariant path (the fork's fused TQ kernels)")
+
+
+def test_experts_whose_op_tests_are_not_complete_do_not_count(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    model = write_gguf(tmp_path / "moe-q8.gguf", "qwen3moe",
+                       moe_tensors(types={"ffn_gate_exps": Q.Q8_0, "ffn_up_exps": Q.Q8_0, "ffn_down_exps": Q.Q8_0}),
+                       n_expert=N_EXPERT, n_expert_used=2)
+    code, out, _ = run([model], capsys)
+    assert code == 1
+    assert line(out, "cuda:") == ("cuda: NOT covered: experts Q8_0 (6 tensors, e.g. blk.0.ffn_gate_exps.weight): "
+                                  "covered by the same path, op tests not yet complete")
+    assert line(out, "cpu:") == "cpu:  covered (dense Q4_K, Q6_K; experts Q8_0; router F32)"
+
+
+def test_several_problems_are_listed_one_a_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = write_gguf(tmp_path / "m.gguf", "phi3", dense_tensors(types={"attn_v": Q.Q5_0, "ffn_down": Q.Q3_K}))
+    code, out, _ = run([model, "--backend", "cpu"], capsys)
+    assert code == 1
+    lines = out.splitlines()
+    start = lines.index("cpu: NOT covered:")
+    assert lines[start + 1:start + 4] == [
+        "  architecture phi3: not measured",
+        "  dense Q5_0 (2 tensors, e.g. blk.0.attn_v.weight): not yet tested",
+        "  dense Q3_K (2 tensors, e.g. blk.0.ffn_down.weight): not yet tested",
+    ]
+
+
+def test_an_unmeasured_architecture_is_not_covered(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = write_gguf(tmp_path / "phi3.gguf", "phi3", dense_tensors())
+    code, out, _ = run([model], capsys)
+    assert code == 1
+    assert line(out, "cuda:") == "cuda: NOT covered: architecture phi3: not measured"
+
+
+def test_a_hybrid_with_recurrent_state_is_not_covered(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tensors = dense_tensors() + [("blk.0.ssm_conv1d.weight", (N_EMBD, 4), Q.F32), ("blk.0.ssm_a", (N_EMBD,), Q.F32),
+                                 ("blk.0.ssm_dt.bias", (N_EMBD,), Q.F32),
+                                 ("blk.0.ssm_out.weight", (N_EMBD, N_EMBD), Q.Q5_0)]
+    model = write_gguf(tmp_path / "next.gguf", "qwen3next", tensors, keys={"qwen3next.ssm.conv_kernel": 4})
+    code, out, _ = run([model], capsys)
+    assert code == 1
+    # The recurrent tensors are named under the architecture, not judged as products.
+    assert line(out, "cuda:") == ("cuda: NOT covered: architecture qwen3next (4 tensors, e.g. "
+                                  "blk.0.ssm_conv1d.weight): recurrent state: its SSM_CONV and GATED_DELTA_NET ops "
+                                  "have no batch-invariant path yet")
+
+
+def test_recurrent_state_is_found_in_an_unlisted_architecture_too(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    model = write_gguf(tmp_path / "h.gguf", "newhybrid", dense_tensors(), keys={"newhybrid.ssm.state_size": 16})
+    code, out, _ = run([model, "--backend", "cpu"], capsys)
+    assert code == 1
+    assert line(out, "cpu:") == ("cpu: NOT covered: architecture newhybrid (metadata key newhybrid.ssm.state_size): "
+                                 "recurrent state: its recurrent ops (SSM_CONV, SSM_SCAN, GATED_DELTA_NET, RWKV_WKV) "
+                                 "have no batch-invariant path yet")
+
+
+def test_a_tied_output_counts_the_token_embedding_as_a_product(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    untied = write_gguf(tmp_path / "untied.gguf", "qwen3", dense_tensors(types={"token_embd": Q.Q5_0}))
+    assert run([untied], capsys)[0] == 0  # a lookup only: exact at any batch size
+    tied = write_gguf(tmp_path / "tied.gguf", "qwen3", dense_tensors(types={"token_embd": Q.Q5_0}, tied=True))
+    code, out, _ = run([tied, "--backend", "cuda"], capsys)
+    assert code == 1
+    assert line(out, "cuda:") == ("cuda: NOT covered: dense Q5_0 (1 tensor: token_embd.weight (the output matrix, "
+                                  "tied to the token embedding)): not yet tested")
+
+
+# --- what the build claims ------------------------------------------------------------------------------------
+
+
+def test_a_build_without_stack_information_covers_nothing(dense_model: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    use_wheel(monkeypatch, {})
+    code, out, _ = run([dense_model], capsys)
+    assert code == 1 and "no stack information" in line(out, "cpu:")
+
+
+def test_a_fault_build_covers_nothing(dense_model: Path, cuda_wheel: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    cuda_wheel["omitted_patches"] = ["ggml-cuda-batch-invariant-mmvq-up-to-16-columns.patch"]
+    code, out, _ = run([dense_model, "--backend", "cuda"], capsys)
+    assert code == 1
+    assert "built without ggml-cuda-batch-invariant-mmvq-up-to-16-columns.patch (a fault build" in line(out, "cuda:")
+
+
+def test_moe_models_need_the_stack_s_moe_claim(moe_model: Path, dense_model: Path, cuda_wheel: dict,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    cuda_wheel["exact_moe_backends"] = ["cpu"]
+    code, out, _ = run([moe_model], capsys)
+    assert code == 1
+    assert "does not claim mixture-of-experts models exact on cuda" in line(out, "cuda:")
+    assert line(out, "cpu:").startswith("cpu:  covered")
+    assert run([dense_model], capsys)[0] == 0
+
+
+# --- --backend ------------------------------------------------------------------------------------------------
+
+
+def test_backend_chooses_the_one_judged(moe_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # Q8_0 experts: covered on the CPU, not yet on CUDA.
+    model = write_gguf(tmp_path / "moe-q8.gguf", "qwen3moe", moe_tensors(types={"ffn_down_exps": Q.Q8_0}),
+                       n_expert=N_EXPERT, n_expert_used=2)
+    assert run([model], capsys)[0] == 1  # the CUDA wheel: both backends
+    code, out, _ = run([model, "--backend", "cpu"], capsys)
+    assert code == 0 and "cuda" not in out.split("note:")[0]
+    assert [text.split(":")[0] for text in out.splitlines() if text.startswith(("cuda:", "cpu:"))] == ["cpu"]
+    use_wheel(monkeypatch, WHEELS["cpu"])
+    code, out, _ = run([model], capsys)  # a CPU wheel: the CPU backend only
+    assert code == 0 and not any(text.startswith("cuda:") for text in out.splitlines())
+    code, out, _ = run([model, "--backend", "cuda"], capsys)  # asked for: what the CUDA wheels cover
+    assert code == 1
+    assert "note: this wheel has no cuda backend" in out
+
+
+def test_an_unknown_backend_is_one_line(dense_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        coverage.main([str(dense_model), "--backend", "metal"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.count("\n") == 1 and "invalid choice: 'metal'" in err
+
+
+# --- --json ---------------------------------------------------------------------------------------------------
+
+
+def test_json_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = write_gguf(tmp_path / "moe.gguf", "qwen3moe", moe_tensors(types={"ffn_down_exps": Q.Q8_0}),
+                       n_expert=N_EXPERT, n_expert_used=2)
+    report_path = tmp_path / "out" / "coverage.json"
+    code, out, _ = run([model, "--json", report_path], capsys)
+    assert code == 1
+    report = json.loads(report_path.read_text())
+    assert report["tool"] == "hiraishin-llama-coverage" and report["covered"] is False
+    assert report["model"] == {"path": str(model), "files": [str(model)], "architecture": "qwen3moe", "n_layer": 2,
+                               "n_expert": N_EXPERT, "n_expert_used": 2, "n_tensors": len(moe_tensors())}
+    assert list(report["backends"]) == ["cuda", "cpu"]
+    cuda, cpu = report["backends"]["cuda"], report["backends"]["cpu"]
+    assert (cuda["covered"], cpu["covered"], cuda["in_this_wheel"]) == (False, True, True)
+    by_what = {finding["what"]: finding for finding in cuda["findings"]}
+    assert by_what["experts Q8_0"] == {"what": "experts Q8_0", "covered": False,
+                                       "reason": "covered by the same path, op tests not yet complete",
+                                       "tensors": 2, "example": "blk.0.ffn_down_exps.weight", "evidence": [],
+                                       "note": None}
+    assert by_what["experts Q4_K"]["evidence"] == ["benchmarks/results/op-tests-h200-rev15-moe-partial.json",
+                                                   "benchmarks/results/smoke-h200-rev15-b10018-1.2.0.json"]
+    assert by_what["architecture qwen3moe"]["covered"] is True
+    assert len(cuda["notes"]) == 1 and cpu["notes"] == []
+    assert report["run_time"][0] == "flash attention on"
+
+
+def test_a_json_path_that_cannot_be_written_is_refused_first(dense_model: Path, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        coverage.main([str(dense_model), "--json", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert exited.value.code == 2 and captured.out == "" and captured.err.count("\n") == 1
+    assert "is a directory" in captured.err
+
+
+# --- bad input ------------------------------------------------------------------------------------------------
+
+
+def _cut(source: Path, target: Path, size: int) -> Path:
+    target.write_bytes(source.read_bytes()[:size])
+    return target
+
+
+def _tensor_table_start(path: Path) -> int:
+    """Where the first tensor's entry of the tensor table is, as gguf.GGUFReader finds it."""
+    return int(gguf.GGUFReader(path).tensors[0].field.offset)
+
+
+BAD_INPUTS = {
+    "missing": (lambda d, m: d / "nope.gguf", "no such file; check the path"),
+    "directory": (lambda d, m: d, "is a directory, not a model file; pass the .gguf file itself"),
+    "empty": (lambda d, m: _write(d / "empty.gguf", b""), "is empty; pass a .gguf model file"),
+    "text": (lambda d, m: _write(d / "notes.gguf", b"just some text\n"), "not a GGUF file (its first 4 bytes are "
+                                                                         "not 'GGUF'); pass a .gguf model file"),
+    "magic only": (lambda d, m: _write(d / "magic.gguf", b"GGUF"), "is cut short: the file ends inside its version"),
+    "version 1": (lambda d, m: _write(d / "v1.gguf", b"GGUF\x01\x00\x00\x00" + bytes(16)),
+                  "is GGUF version 1, which llama.cpp does not read (it reads versions 2 and 3)"),
+    "cut in the metadata": (lambda d, m: _cut(m, d / "cut.gguf", 100), "is cut short: the file ends inside its "
+                            "metadata (key "),
+    "cut in the tensor table": (lambda d, m: _cut(m, d / "cut.gguf", _tensor_table_start(m) + 80),
+                                "is cut short: the file ends inside its tensor table (tensor 2 of "
+                                f"{len(dense_tensors())})"),
+    "data cut short": (lambda d, m: _cut(m, d / "cut.gguf", _tensor_table_start(m) + 4096),
+                       "is cut short: its tensor data ends at byte"),
+}
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_is_one_line_and_exit_status_2(case: str, dense_model: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    make, expected = BAD_INPUTS[case]
+    bad_dir = tmp_path / "bad"
+    bad_dir.mkdir()
+    path = make(bad_dir, dense_model)
+    code, out, err = run([path], capsys)
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"hiraishin-llama-coverage: error: {path}: {expected}"), err
+
+
+def test_a_missing_model_argument_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        coverage.main([])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.count("\n") == 1 and "MODEL.gguf" in err
+
+
+# --- split models ---------------------------------------------------------------------------------------------
+
+
+def test_a_split_model_is_judged_from_all_its_parts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tensors = dense_tensors(types={"ffn_down": Q.Q5_0})
+    half = len(tensors) // 2
+    for number, part in enumerate((tensors[:half], tensors[half:])):
+        write_gguf(tmp_path / f"m-{number + 1:05d}-of-00002.gguf", "qwen3", part,
+                   keys={"split.no": number, "split.count": 2})
+    code, out, _ = run([tmp_path / "m-00002-of-00002.gguf", "--backend", "cpu"], capsys)
+    assert code == 1
+    assert line(out, "model:") == "model: m-00002-of-00002.gguf (qwen3; 2 layers, 2 files)"
+    assert line(out, "cpu:") == "cpu: NOT covered: dense Q5_0 (2 tensors, e.g. blk.0.ffn_down.weight): not yet tested"
+    (tmp_path / "m-00001-of-00002.gguf").unlink()
+    code, out, err = run([tmp_path / "m-00002-of-00002.gguf"], capsys)
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert "its part 1 (m-00001-of-00002.gguf) is not next to it" in err
+
+
+# --- the reader -----------------------------------------------------------------------------------------------
+
+
+def test_the_reader_agrees_with_gguf_reader(moe_model: Path) -> None:
+    header = coverage.read_header(moe_model)
+    reader = gguf.GGUFReader(moe_model)
+    assert [(t.name, t.type_id, list(t.shape), t.offset) for t in header.tensors] == [
+        (t.name, int(t.tensor_type), [int(d) for d in t.shape], int(t.data_offset) - reader.data_offset)
+        for t in reader.tensors]
+    assert header.data_offset == reader.data_offset
+    assert header.metadata["general.architecture"] == "qwen3moe"
+    assert header.metadata["qwen3moe.expert_count"] == N_EXPERT
+
+
+def test_a_60_gb_model_with_a_large_vocabulary_is_read_in_well_under_a_second(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Qwen3-30B-A3B's shapes, 48 layers (60 GB at F16 on paper), and a 152k-token vocabulary with its merges,
+    # which gguf.GGUFReader takes about 10 s to parse.
+    model = synthetic.write_shape_model("qwen3moe", None, tmp_path / "qwen3moe-48l.gguf")
+    assert model.stat().st_size > 60e9
+    started = time.monotonic()
+    assert run([model], capsys)[0] == 1  # F16 experts: not yet covered on CUDA
+    assert time.monotonic() - started < 1.0
+    vocab = write_gguf(tmp_path / "vocab.gguf", "qwen3", dense_tensors(), vocab=152_000)
+    started = time.monotonic()
+    assert run([vocab], capsys)[0] == 0
+    assert time.monotonic() - started < 1.0
+
+
+# --- the data -------------------------------------------------------------------------------------------------
+
+
+def test_every_evidence_file_is_in_the_repository_or_listed_as_pending() -> None:
+    data = coverage.load_coverage()
+    for path in sorted(data.evidence()):
+        assert path.startswith(("benchmarks/results/", "patches/")), path
+        if path in data.pending_evidence:
+            assert not (REPO / path).exists(), f"{path} is recorded now: remove it from pending_evidence"
+        else:
+            assert (REPO / path).is_file(), f"{path}: no such evidence file (record it, or list it as pending)"
+    assert set(data.pending_evidence) <= data.evidence()
+
+
+def test_every_type_in_the_data_is_a_type_name() -> None:
+    data = coverage.load_coverage()
+    names = {t.name for t in Q} | {t.name for t in data.fork_types.values()}
+    for name, backend in data.backends.items():
+        for kind, table in backend.tables.items():
+            unknown = set(table.types) - names
+            assert not unknown, f"backends.{name}.{kind}: {unknown} are no gguf.GGMLQuantizationType names"
+
+
+def test_the_data_rejects_a_misspelt_key() -> None:
+    data = json.loads(coverage.DATA_FILE.read_text())
+    data["backends"]["cuda"]["dense"]["types"]["Q4_K"]["evidense"] = ["x"]
+    with pytest.raises(coverage.DataError, match="did you mean 'evidence'"):
+        coverage.parse_coverage(data)
+    data = json.loads(coverage.DATA_FILE.read_text())
+    data["backends"]["cuda"]["dense"]["types"]["Q4_K"] = {"covered": True}
+    with pytest.raises(coverage.DataError, match="needs its evidence"):
+        coverage.parse_coverage(data)
+
+
+def test_a_type_removed_from_the_data_flips_the_verdict(dense_model: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    assert run([dense_model], capsys)[0] == 0
+    data = json.loads(coverage.DATA_FILE.read_text())
+    del data["backends"]["cuda"]["dense"]["types"]["Q4_K"]
+    changed = tmp_path / "coverage.json"
+    changed.write_text(json.dumps(data))
+    monkeypatch.setattr(coverage, "DATA_FILE", changed)
+    code, out, _ = run([dense_model], capsys)
+    assert code == 1
+    assert line(out, "cuda:") == "cuda: NOT covered: dense Q4_K (10 tensors, e.g. blk.0.attn_q.weight): not yet tested"
+    assert line(out, "cpu:").startswith("cpu:  covered")
+
+
+def test_the_console_script_is_declared() -> None:
+    pyproject = (REPO / "wheels" / "pyproject.toml").read_text()
+    assert 'hiraishin-llama-coverage = "hiraishin_llama.coverage:main"' in pyproject
