@@ -220,7 +220,8 @@ def installed_cpu_wheel(root: Path) -> Path:
     beside it (the source tree has neither, and so claims no backend and judges nothing)."""
     package = root / "site" / "hiraishin_llama"
     shutil.copytree(WHEELS_DIR / "hiraishin_llama", package, ignore=shutil.ignore_patterns("__pycache__"))
-    (package / "stack.json").write_text(json.dumps({"exact_backends": ["cuda", "cpu"]}))
+    (package / "stack.json").write_text(json.dumps({"exact_backends": ["cuda", "cpu"],
+                                                    "exact_moe_backends": ["cuda", "cpu"]}))
     (package / "build_info.json").write_text(json.dumps({"recipe": "cpu", "cuda_architectures": ""}))
     return package.parent
 

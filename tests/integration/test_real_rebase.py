@@ -36,6 +36,9 @@ CONFLICTING_ON_OLDER = [
     # these two change mmvq-bi-mma.cu, which the patch before them adds (and which the dry run leaves out there)
     "ggml-cuda-batch-invariant-q4-k-and-q6-k-mat-vec-in-superbloc.patch",
     "ggml-cuda-batch-invariant-q4-k-and-q6-k-one-column-products.patch",
+    # changes mmvq.cu after the patches above, and test-batch-invariance.cpp, which the tests patch adds
+    "ggml-cuda-batch-invariant-mul-mat-id-as-one-token-launches-f.patch",
+    "tests-mul-mat-id-and-moe-ffn-cases-in-test-batch-invariance.patch",
 ]
 REQUIRED_REFS = (PREVIOUS, OLDER)
 
