@@ -13,6 +13,7 @@
 #   gpu_session.sh spec            # llama-speculative-simple vs llama-server greedy
 #   gpu_session.sh fault NAME      # apply benchmarks/faults/fault-NAME.diff, rebuild, swap the rebuilt files in
 #   gpu_session.sh unfault NAME    # revert it (the next rebuild picks it up)
+#   gpu_session.sh experts-cpu     # the smoke's qwen3moe model, --cpu-moe, CUDA fusion off: a diagnostic replay
 #   gpu_session.sh partial TAG     # replay with the 4-layer Q4_K_M model split GPU/CPU (--ngl 2), by switch name
 #   gpu_session.sh model-part DIR  # keep DIR's smol.part* under /tmp/model (a real model travels in parts)
 #   gpu_session.sh server          # benchmarks/server_exact.py on SmolLM2 reassembled from its parts
@@ -142,6 +143,18 @@ replay-spec)
     done
     exit $rc
     ;;
+experts-cpu)
+    # The smoke test's qwen3moe model with its experts on the CPU (--cpu-moe), replayed at every b with CUDA
+    # fusion off (GGML_CUDA_DISABLE_FUSION=1: no fused router at any row count), switch on: where this is
+    # identical and the fused default was not, the difference lay in which router kernel a batch took.
+    model=~/.cache/hiraishin-llama/models/qwen3moe-2l-seed1-Q4_K_M.gguf
+    [ -f "$model" ] || { echo "no $model: run the smoke phase first"; exit 1; }
+    t=$(date +%s)
+    GGML_CUDA_DISABLE_FUSION=1 "$VENV/bin/hiraishin-replay" replay --model "$model" --cpu-moe --n-gen 200 \
+        --expect identical --json "$OUT/experts-cpu-no-fusion.json" > "$OUT/experts-cpu-no-fusion.log" 2>&1; rc=$?
+    echo "== experts on the CPU, fusion off, switch on, in $(( $(date +%s) - t ))s: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print({x["b"]: x["positions_differ"] for x in r["results"]})' "$OUT/experts-cpu-no-fusion.json" 2>&1)"
+    exit $rc
+    ;;
 partial)
     # The command: a model split between GPU and CPU, every b, all 16 threads of this host,
     # the switch by default (the launcher sets both names), by the CUDA name alone, and off.
@@ -257,5 +270,5 @@ fault|unfault)
     fi
     ;;
 *)
-    echo "usage: $0 build SDIST | wait | optests | install | smoke [ARGS] | spec | replay-spec | fault NAME | unfault NAME | partial TAG | model-part DIR | server | ptx ARCH | multigpu" >&2; exit 2 ;;
+    echo "usage: $0 build SDIST | wait | optests | install | smoke [ARGS] | spec | replay-spec | fault NAME | unfault NAME | experts-cpu | partial TAG | model-part DIR | server | ptx ARCH | multigpu" >&2; exit 2 ;;
 esac

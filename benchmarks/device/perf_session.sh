@@ -4,6 +4,9 @@
 #
 #   perf_session.sh bench [ARGS]  hiraishin-llama-bench in the venv: exact vs stock verify
 #                                 passes b=1..16, plain and speculative tokens/s, the floor
+#   perf_session.sh bench-start 'NAME:ARGS' ...   the same in the background, one after another (for
+#                                 full-depth MoE models, longer than one call)
+#   perf_session.sh bench-wait SECONDS NAME...    wait for them; their reports go to $OUT
 #   perf_session.sh kernels       test-backend-ops perf on the verify-batch MUL_MAT cases
 #                                 (Qwen3-8B matrices x 1..16 tokens), switch on and off
 #                                 (about 2.5 min per switch on the H200; needs a wheel build
@@ -31,6 +34,40 @@ case "${1:-}" in
 bench)
     shift
     "$VENV/bin/hiraishin-llama-bench" --work-dir "$MODELS" --json "$OUT/bench.json" "$@" 2>&1 | tee "$OUT/bench.txt"
+    ;;
+bench-start)
+    # bench-start 'NAME:ARGS' ...: the benches one after another in the background, so that they outlive
+    # this call (a call has 10 minutes; a full-depth MoE model takes several); bench-wait collects them.
+    shift
+    jobs=""
+    for spec in "$@"; do
+        name=${spec%%:*}; args=${spec#*:}
+        rm -f "/tmp/bench-$name.rc" "/tmp/bench-$name.json"
+        jobs+="$VENV/bin/hiraishin-llama-bench --work-dir $MODELS --json /tmp/bench-$name.json $args > /tmp/bench-$name.txt 2>&1; echo \$? > /tmp/bench-$name.rc; "
+    done
+    setsid bash -c "$jobs" < /dev/null > /dev/null 2>&1 &
+    echo "started: $*"
+    ;;
+bench-wait)
+    # bench-wait SECONDS NAME...: until every named bench has finished or SECONDS have passed; what each
+    # wrote so far goes to $OUT either way. Exit 0 when all finished with 0, 3 while any still runs.
+    limit=$2; shift 2
+    t=$(date +%s)
+    while :; do
+        running=0
+        for name in "$@"; do [ -f "/tmp/bench-$name.rc" ] || running=1; done
+        [ "$running" = 0 ] && break
+        [ $(( $(date +%s) - t )) -ge "$limit" ] && break
+        sleep 5
+    done
+    rc=0
+    for name in "$@"; do
+        cp "/tmp/bench-$name.txt" "/tmp/bench-$name.json" "$OUT/" 2>/dev/null
+        state=$(cat "/tmp/bench-$name.rc" 2>/dev/null || echo running)
+        echo "== bench $name: exit $state after $(( $(date +%s) - t ))s of waiting"; tail -4 "/tmp/bench-$name.txt" 2>/dev/null
+        [ "$state" = 0 ] || rc=3
+    done
+    exit $rc
     ;;
 kernels)
     cd "$BUILD/bin" || exit 1

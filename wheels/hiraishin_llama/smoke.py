@@ -152,16 +152,17 @@ def exact_backends() -> set[str]:
 
 def exact_moe_backends() -> set[str]:
     """The backends this wheel holds to "identical" for mixture-of-experts models: those of exact_backends()
-    that its build info (stack.json) also lists under exact_moe_backends. No stack lists any yet - the
-    patches leave MUL_MAT_ID of several tokens out of scope - so MoE cases are reported until one does."""
+    that its build info (stack.json) also lists under exact_moe_backends (revision 16 on: CUDA and the CPU);
+    on any other backend the MoE cases are reported, not judged."""
     return exact_backends() & set(runtime.build_info().get("exact_moe_backends", []))
 
 
 def exact_experts_on_cpu_backends() -> set[str]:
     """The GPU backends whose MoE models stay exact with their experts on the CPU (--cpu-moe): those of
-    exact_moe_backends() that stack.json also lists under exact_moe_experts_on_cpu_backends. Revision 15 lists
-    none: on the H200 such a model differed at one position of 200 at every b (benchmarks/results/
-    smoke-h200-rev15-b10018-1.2.0.json), so those cases are reported, not judged."""
+    exact_moe_backends() that stack.json also lists under exact_moe_experts_on_cpu_backends. Revisions 15 and
+    16 list none (on the H200 such a model differed at one position of 200 at every b: benchmarks/results/
+    smoke-h200-rev15-b10018-1.2.0.json); revision 17 lists CUDA. Where it is not listed, those cases are
+    reported, not judged."""
     return exact_moe_backends() & set(runtime.build_info().get("exact_moe_experts_on_cpu_backends", []))
 
 
