@@ -35,6 +35,8 @@ HELP_WIDTH = 100
 """Columns of the help text in the reference: fixed, so the page does not depend on the terminal."""
 
 BENCH_TOOL = "hiraishin-llama-bench"
+# The preset of reports that name none: the dense Qwen3-8B-shaped model every record before the MoE ones measured.
+DENSE_PRESET = "qwen3-8b"
 SPEEDUP_MODULE = Path("wheels") / "hiraishin_llama" / "speedup.py"
 """The wheel's speedup model, loaded from the source tree: the page shows what the bench prints."""
 
@@ -152,6 +154,12 @@ class BenchRecord:
     """The upstream build number the reports' versions start with (10400 in 10400.13+cu13.sm90)."""
 
     @property
+    def preset(self) -> str:
+        """The model preset the record measured (older reports, of the dense model alone, name none)."""
+        first = next(iter(self.reports.values()))
+        return str(first.get("config", {}).get("preset") or DENSE_PRESET)
+
+    @property
     def measured(self) -> tuple[int, int]:
         """What makes a record newer: its version's order (upstream build, then stack revision)."""
         return (self.build, self.revision)
@@ -202,13 +210,33 @@ def bench_records(results_dir: Path) -> list[BenchRecord]:
 
 
 def latest_bench_records(results_dir: Path) -> list[BenchRecord]:
-    """The records of the newest version measured (upstream build, then stack revision), oldest first."""
+    """Per model preset, the records of the newest version that measured it (upstream build, then stack
+    revision): a revision that changes only the mixture-of-experts path is measured on those models, and the
+    dense model keeps its own latest measurement. The dense model first, then by date."""
     records = bench_records(results_dir)
     if not records:
         raise ConfigError(f"no {BENCH_TOOL} results in {results_dir}",
                           hint="record one with benchmarks/record.py (see docs/cost.md)")
-    latest = max(record.measured for record in records)
-    return sorted((r for r in records if r.measured == latest), key=lambda r: (r.recorded, r.name))
+    latest = {}
+    for record in records:
+        latest[record.preset] = max(latest.get(record.preset, record.measured), record.measured)
+    return sorted((r for r in records if r.measured == latest[r.preset]),
+                  key=lambda r: (r.preset != DENSE_PRESET, r.recorded, r.name))
+
+
+def _versions_measured(records: list[BenchRecord]) -> str:
+    """'stack revision 14 on upstream build 10400', or per preset where the presets' revisions differ."""
+    builds = sorted({r.build for r in records})
+    on_build = f"upstream build {', '.join(str(b) for b in builds)}"
+    revisions: dict[int, list[str]] = {}
+    for record in records:
+        presets = revisions.setdefault(record.revision, [])
+        if record.preset not in presets:
+            presets.append(record.preset)
+    if len(revisions) == 1:
+        return f"stack revision {records[0].revision} on {on_build}"
+    per_revision = "; ".join(f"{revision} for {' and '.join(presets)}" for revision, presets in revisions.items())
+    return f"stack revision {per_revision}; on {on_build}"
 
 
 def _comparisons(results_dir: Path) -> dict[str, tuple[Path, dict]]:
@@ -258,7 +286,8 @@ def _bench_section(entry: BenchRecord, comparisons: dict[str, tuple[Path, dict]]
     upstream = first.get("upstream", {}).get("ref") or first.get("build", {}).get("upstream", {}).get("ref")
     config = first.get("config", {})
     quants = list(by_quant)
-    lines = [f"## {_device(first)}, stack revision {entry.revision}", ""]
+    model = "" if entry.preset == DENSE_PRESET else f", {entry.preset}"
+    lines = [f"## {_device(first)}, stack revision {entry.revision}{model}", ""]
     lines += [f"- Source: {source} (recorded {entry.recorded[:10]}).",
               f"- Build: `hiraishin-llama` {first.get('version', '?')}"
               + (f" on upstream `{upstream}`" if upstream else "") + ".",
@@ -390,17 +419,16 @@ def cost_page(project_root: Path) -> str:
     results_dir = project_root / RESULTS_DIR
     records = latest_bench_records(results_dir)
     comparisons = _comparisons(results_dir)
-    revision, build = records[0].revision, records[0].build
+    versions = _versions_measured(records)
     lines = [
         "# What exactness costs",
         "",
-        _banner(f"the latest `{BENCH_TOOL}` results in `benchmarks/results/` (stack revision {revision}, "
-                f"upstream build {build}) "
+        _banner(f"the latest `{BENCH_TOOL}` results per model in `benchmarks/results/` ({versions}) "
                 f"by `hiraishin_build/docgen.py`").rstrip(),
         "",
         "Batch-invariant mode computes a verify batch of b tokens the way b one-token passes would be computed, "
         "so it gives up the kernels stock llama.cpp picks for larger batches. This page says what that costs, "
-        f"from the measurements of the current version (stack revision {revision} on upstream build {build}); "
+        f"from the newest measurement of each model ({versions}); "
         "results of older revisions and bases are in [archive.md](archive.md).",
         "",
         "Measure it on your own GPU with the installed wheel:",

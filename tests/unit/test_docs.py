@@ -88,11 +88,12 @@ def test_the_reference_is_what_each_command_prints() -> None:
     assert "| 14 | `CommandTimedOut`: " in page and "| `HIRAISHIN_BUILD_TIMEOUT` | 6 h |" in page
 
 
-def bench_record(name: str, *, revision: int | None, version: str, recorded: str, q4_b16_ms: float) -> dict:
+def bench_record(name: str, *, revision: int | None, version: str, recorded: str, q4_b16_ms: float,
+                 preset: str = "qwen3-8b") -> dict:
     verify = [{"b": b, "exact_ms": 4.0 + b, "stock_ms": 4.0 + b, "floor_ms": 1.5, "ratio": 1.0} for b in range(1, 16)]
     verify.append({"b": 16, "exact_ms": q4_b16_ms, "stock_ms": 8.0, "floor_ms": 1.5, "ratio": q4_b16_ms / 8.0})
     report = {"tool": "hiraishin-llama-bench", "version": version, "gpus": [{"name": "NVIDIA H200", "compute_capability": "90"}],
-              "config": {"preset": "qwen3-8b", "n_layer": 36, "depth": 512, "reps": 20, "warmup": 5},
+              "config": {"preset": preset, "n_layer": 36, "depth": 512, "reps": 20, "warmup": 5},
               "results": {"Q4_K_M": {"model": {"pass_bytes": 4.27e9}, "copy_bandwidth_gb_per_s": 2730.0,
                                      "verify": verify, "plain_tokens_per_s": {"exact": 250.0, "stock": 251.0}}}}
     record = {"name": name, "recorded": recorded, "device": "NVIDIA H200", "command": "hiraishin-llama-bench",
@@ -151,6 +152,26 @@ def test_the_cost_page_follows_the_newest_base_at_one_stack_revision(tmp_path: P
     assert "(stack revision 13 on upstream build 10400)" in page
 
 
+def test_a_model_keeps_its_own_latest_measurement_when_a_revision_measures_only_others(tmp_path: Path) -> None:
+    """A revision that changed only the mixture-of-experts path is benched on the MoE models: the dense model's
+    section stays that of its own newest record, and each section names its revision and model."""
+    results = tmp_path / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    for name, revision, preset, ms in [("bench-dense-14", 14, "qwen3-8b", 7.0), ("bench-dense-13", 13, "qwen3-8b", 9.9),
+                                       ("bench-moe-17", 17, "qwen3moe", 17.4), ("bench-moe-16", 16, "qwen3moe", 30.0)]:
+        (results / f"{name}.json").write_text(json.dumps(bench_record(
+            name, revision=revision, version=f"10400.{revision}+cu13.sm90", recorded="2026-12-02T00:00:00+00:00",
+            q4_b16_ms=ms, preset=preset)))
+    _copy_speedup_model(tmp_path)
+    assert [r.name for r in docgen.latest_bench_records(results)] == ["bench-dense-14", "bench-moe-17"]
+    page = docgen.cost_page(tmp_path)
+    assert "## NVIDIA H200 (sm_90), stack revision 14\n" in page
+    assert "## NVIDIA H200 (sm_90), stack revision 17, qwen3moe\n" in page
+    assert "| 16 | 7.00 | 8.00 | **0.88** |" in page and "| 16 | 17.40 | 8.00 | **2.17** |" in page
+    assert "bench-dense-13" not in page and "bench-moe-16" not in page
+    assert "(stack revision 14 for qwen3-8b; 17 for qwen3moe; on upstream build 10400)" in page
+
+
 def test_the_cost_page_of_this_repository_is_revision_14_on_b10018_on_the_h200() -> None:
     page = (REPO / "docs" / "cost.md").read_text()
     assert "`benchmarks/results/bench-verify-cost-h200-rev14-b10018-1.2.0.json`, stack revision 14" in page
@@ -162,6 +183,15 @@ def test_the_cost_page_of_this_repository_is_revision_14_on_b10018_on_the_h200()
     # The previous revision is named only as what this one is compared with.
     before, after = page.split("Against the previous measurement")
     assert "rev13" not in before and "`benchmarks/results/bench-verify-cost-h200-rev13-b10018-1.2.0.json`" in after
+
+
+def test_the_cost_page_of_this_repository_has_the_full_depth_moe_models_of_revision_17() -> None:
+    page = (REPO / "docs" / "cost.md").read_text()
+    assert "## NVIDIA H200 (sm_90), stack revision 17, qwen3moe" in page
+    assert "## NVIDIA H200 (sm_90), stack revision 17, gpt-oss" in page
+    assert "| 8 | 10.45 | 9.81 | **1.07** |" in page  # qwen3moe, 48 layers
+    assert "| 8 | 10.90 | 8.43 | **1.29** |" in page  # gpt-oss, 24 layers
+    assert "| MXFP4_MOE | self | 250.8 | 100% | 3/3 | 192.0 | 70% | 0/3 |" in page
 
 
 def _slug(heading: str) -> str:

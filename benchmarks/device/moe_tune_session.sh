@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Tuning of the batch-invariant MUL_MAT_ID launch on the GPU machine, with a prebuilt test-backend-ops
+# (kernel_local_build.sh with VARIANT_DIFF=benchmarks/tuning/moe-bi-rows-of-warps.patch) whose launch
+# is chosen by HIRAISHIN_MOE_BI_ROWS (0: as the stack has it; 1: a block of nwarps rows for several
+# tokens; 2: for one token too). The rows a block owns do not change the order of any sum, so every
+# mode must pass the batch-invariance cases; the perf cases say which is fastest.
+#
+#   WIP_BINARY=build/wip-moe-rows.xz moe_tune_session.sh [MODES]   # MODES: default "0 1 2"
+#
+# Logs and report.json (benchmarks/kernel_session_report.py) go to $OUT.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/summary.txt") 2>&1
+REPO=$PWD
+modes=${1:-0 1 2}
+nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+mkdir -p /tmp/wip/build/bin && cd /tmp/wip/build/bin || exit 1
+xz -dc "$REPO/${WIP_BINARY:?an xz-compressed test-backend-ops}" > ./test-backend-ops && chmod +x ./test-backend-ops || exit 1
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The products of one Qwen3-30B-A3B layer (128 experts, 8 used, 2048 -> 768) and of gpt-oss-20b (32, 4,
+# 2880 -> 2880) at 1, 4 and 8 tokens, alone and fused with their gate and GLU.
+perf='type_a=(q4_K|q6_K|q8_0|mxfp4),type_b=f32,n_mats=(128|32),n_used=(8|4),b=0,m=(768|2880),n=(1|4|8),k=(2048|2880)'
+for mode in $modes; do
+    HIRAISHIN_MOE_BI_ROWS=$mode GGML_BATCH_INVARIANT=1 timeout 40 ./test-backend-ops perf -b CUDA0 -o MUL_MAT_ID -p "$perf" \
+        > "$OUT/perf-rows$mode.txt" 2>&1
+    echo "perf, rows mode $mode, switch 1: $(grep -c 'us/run' "$OUT/perf-rows$mode.txt") cases timed"
+done
+GGML_BATCH_INVARIANT=0 timeout 40 ./test-backend-ops perf -b CUDA0 -o MUL_MAT_ID -p "$perf" > "$OUT/perf-stock.txt" 2>&1
+echo "perf, stock (switch 0): $(grep -c 'us/run' "$OUT/perf-stock.txt") cases timed"
+# Correctness of the modes that give a batch other rows per block than one token.
+cases='type_a=(q4_K|q6_K|mxfp4|q8_0)'
+for mode in $modes; do
+    [ "$mode" = 1 ] || continue
+    t=$(date +%s)
+    HIRAISHIN_MOE_BI_ROWS=$mode GGML_BATCH_INVARIANT=1 timeout "${BI_TIMEOUT:-100}" ./test-backend-ops -b CUDA0 \
+        -o MUL_MAT_ID_BATCH_INVARIANCE,MOE_FFN_BATCH_INVARIANCE -p "$cases" > "$OUT/tbo-bi-rows$mode.txt" 2>&1
+    echo "batch-invariance cases, rows mode $mode, in $(( $(date +%s) - t ))s: $(grep -E 'tests passed' "$OUT/tbo-bi-rows$mode.txt")"
+    grep -E 'FAIL' "$OUT/tbo-bi-rows$mode.txt" | head -20 | cut -c1-160
+done
+# us/run per case and mode, side by side
+# shellcheck disable=SC2086  # one argument per mode
+python3 - "$OUT" $modes <<'PY'
+import re, sys, pathlib
+out = pathlib.Path(sys.argv[1]); modes = sys.argv[2:]
+def times(name):
+    p = out / name
+    t = {}
+    for line in (p.read_text().splitlines() if p.exists() else []):
+        m = re.search(r"^\s*(\S+\(.*?\)):\s.*?\s([\d.]+) us/run", line)
+        if m:
+            t[m.group(1)] = float(m.group(2))
+    return t
+runs = {f"rows{m}": times(f"perf-rows{m}.txt") for m in modes}
+runs["stock"] = times("perf-stock.txt")
+print(f"{'case':<110} " + " ".join(f"{k:>9}" for k in runs))
+for case in runs["stock"]:
+    print(f"{case[:110]:<110} " + " ".join(f"{runs[k].get(case, float('nan')):>9.1f}" for k in runs))
+PY
