@@ -45,11 +45,15 @@ import re, sys, pathlib
 out = pathlib.Path(sys.argv[1]); modes = sys.argv[2:]
 def times(name):
     p = out / name
-    t = {}
+    t, case = {}, None
+    # the case's name starts a line; its timing may end that line or the next (after a log line)
     for line in (p.read_text().splitlines() if p.exists() else []):
-        m = re.search(r"^\s*(\S+\(.*?\)):\s.*?\s([\d.]+) us/run", line)
-        if m:
-            t[m.group(1)] = float(m.group(2))
+        named = re.match(r"^\s*(MUL_MAT_ID\S*\(.*?\)):", line)
+        case = named.group(1) if named else case
+        timed = re.search(r"\s([\d.]+) us/run", line)
+        if timed and case:
+            t[case] = float(timed.group(1))
+            case = None
     return t
 runs = {f"rows{m}": times(f"perf-rows{m}.txt") for m in modes}
 runs["stock"] = times("perf-stock.txt")
