@@ -39,6 +39,9 @@ CONFLICTING_ON_OLDER = [
     # changes mmvq.cu after the patches above, and test-batch-invariance.cpp, which the tests patch adds
     "ggml-cuda-batch-invariant-mul-mat-id-as-one-token-launches-f.patch",
     "tests-mul-mat-id-and-moe-ffn-cases-in-test-batch-invariance.patch",
+    # change lines of mmvq.cu and test-batch-invariance.cpp that patches above add
+    "ggml-cuda-batch-invariant-mul-mat-id-launches-of-four-rows-p.patch",
+    "tests-every-weight-type-of-ggml-s-type-table-in-test-batch-i.patch",
 ]
 REQUIRED_REFS = (PREVIOUS, OLDER)
 
