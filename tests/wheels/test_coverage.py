@@ -546,3 +546,104 @@ def test_a_type_removed_from_the_data_flips_the_verdict(dense_model: Path, tmp_p
 def test_the_console_script_is_declared() -> None:
     pyproject = (REPO / "wheels" / "pyproject.toml").read_text()
     assert 'hiraishin-llama-coverage = "hiraishin_llama.coverage:main"' in pyproject
+
+
+# --- the line llama-server, llama-cli and llama-speculative-simple print at start -----------------------------
+
+
+@pytest.fixture
+def launched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """The programs' stand-ins in a bin/ of their own; execve records what would have been run."""
+    from hiraishin_llama import _launch, switch
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("llama-server", "llama-cli", "llama-speculative-simple", "llama-bench"):
+        (bin_dir / name).write_text("#!/bin/sh\n")
+    monkeypatch.setattr(_launch, "BIN_DIR", bin_dir)
+    monkeypatch.setattr(runtime, "nvidia_library_dirs", lambda: [])
+    monkeypatch.setattr(runtime, "environment_warnings", lambda: [])
+    monkeypatch.setattr(runtime, "built_backends", lambda: ["cpu", "cuda"])
+    for name in switch.NAMES:
+        monkeypatch.delenv(name, raising=False)
+    calls: list[tuple] = []
+    monkeypatch.setattr(_launch.os, "execve", lambda path, argv, env: calls.append((path, argv, env)))
+    return calls
+
+
+def start(program: str, args: list[str], monkeypatch: pytest.MonkeyPatch,
+          capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """Start a console script as a user would and return its launcher's lines on stderr."""
+    from hiraishin_llama import _launch
+
+    monkeypatch.setattr(_launch.sys, "argv", [program, *map(str, args)])
+    getattr(_launch, program.replace("-", "_"))()
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    return captured.err.splitlines()
+
+
+@pytest.mark.parametrize("program", ["llama-server", "llama-cli", "llama-speculative-simple"])
+def test_a_covered_model_is_said_covered_at_start(program: str, moe_model: Path, cuda_wheel: dict, launched: list,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    lines = start(program, ["-m", moe_model, "--port", "8080"], monkeypatch, capsys)
+    assert lines[1:] == [f"hiraishin-llama: batch-invariant mode covers {moe_model.name} on cuda"]
+    (_, argv, _), = launched
+    assert argv[1:] == ["-m", str(moe_model), "--port", "8080"]  # the program gets its arguments as given
+
+
+def test_an_uncovered_weight_type_is_named_at_start(tmp_path: Path, launched: list, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    model = write_gguf(tmp_path / "q5.gguf", "qwen3", dense_tensors(types={"attn_v": Q.Q5_0}))
+    lines = start("llama-server", [f"--model={model}"], monkeypatch, capsys)
+    assert lines[1] == ("hiraishin-llama: batch-invariant mode does NOT cover q5.gguf on cuda (dense Q5_0 (2 tensors, "
+                        "e.g. blk.0.attn_v.weight): not yet tested), so greedy speculative decoding may differ from "
+                        "plain greedy decoding (hiraishin-llama-coverage MODEL says more)")
+    # with no layer on the GPU the CPU backend computes it, which covers every weight type of ggml's table
+    lines = start("llama-server", ["-m", model, "-ngl", "0"], monkeypatch, capsys)
+    assert lines[1] == "hiraishin-llama: batch-invariant mode covers q5.gguf on cpu"
+    assert len(launched) == 2
+
+
+@pytest.mark.parametrize("placement", [["--cpu-moe"], ["-ncmoe", "4"], ["-ot", r"\.ffn_.*_exps\.=CPU"],
+                                       ["--override-tensor=blk\\.1\\.ffn_up_exps=CPU,token_embd=CUDA0"]])
+def test_experts_on_the_cpu_count_only_where_the_build_claims_them(
+        placement: list[str], moe_model: Path, cuda_wheel: dict, launched: list, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    cuda_wheel["exact_moe_experts_on_cpu_backends"] = []  # revisions 15 and 16
+    line = start("llama-cli", ["-m", moe_model, *placement], monkeypatch, capsys)[1]
+    assert line.startswith(f"hiraishin-llama: batch-invariant mode does NOT cover {moe_model.name} on cuda (experts "
+                           "on the CPU (--cpu-moe, --n-cpu-moe, -ot exps=CPU) are not covered by this build")
+    cuda_wheel["exact_moe_experts_on_cpu_backends"] = ["cuda"]  # revision 17 on
+    line = start("llama-cli", ["-m", moe_model, *placement], monkeypatch, capsys)[1]
+    assert line == f"hiraishin-llama: batch-invariant mode covers {moe_model.name} on cuda"
+
+
+def test_experts_kept_on_the_gpu_do_not_count_as_on_the_cpu() -> None:
+    assert not coverage.experts_on_cpu(["-m", "x.gguf", "-ncmoe", "0", "-ot", "token_embd=CPU"])
+    assert coverage.experts_on_cpu(["-ot", "exps=CPU"])
+
+
+def test_what_the_check_cannot_read_it_says_and_the_program_still_starts(
+        tmp_path: Path, launched: list, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "missing.gguf"
+    lines = start("llama-server", ["-m", missing], monkeypatch, capsys)
+    assert lines[1].startswith(f"hiraishin-llama: coverage of {missing} not checked: ")
+    text = tmp_path / "notes.txt"
+    text.write_text("not a model\n")
+    assert "not checked" in start("llama-server", ["-m", text], monkeypatch, capsys)[1]
+    assert len(launched) == 2  # llama-server reports the bad model itself
+
+
+@pytest.mark.parametrize("args", [[], ["-hf", "org/model-GGUF"]])
+def test_no_local_model_no_line(args: list[str], launched: list, monkeypatch: pytest.MonkeyPatch,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert len(start("llama-server", args, monkeypatch, capsys)) == 1  # the mode line alone
+
+
+def test_no_line_with_the_mode_off_or_for_the_bench(moe_model: Path, launched: list, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert len(start("llama-bench", ["-m", moe_model], monkeypatch, capsys)) == 1
+    monkeypatch.setenv("GGML_BATCH_INVARIANT", "0")
+    assert len(start("llama-server", ["-m", moe_model], monkeypatch, capsys)) == 1

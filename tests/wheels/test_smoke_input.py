@@ -131,6 +131,8 @@ def test_each_case_says_which_it_is_and_how_it_ended(stand_in: Path, tiny_model:
     code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--batches", "2")
     assert code == 0, out + err
     lines = out.splitlines()
+    # the coverage check comes first, then a blank line
+    lines = lines[lines.index("") + 1:]
     assert lines[0] == f"running {tiny_model.name} kv=f16 switch on (1/2) ..."
     assert re.fullmatch(r"  identical \(\d+\.\d s\)", lines[1])
     assert lines[2] == f"running {tiny_model.name} kv=f16 switch off (2/2) ..."
@@ -313,3 +315,20 @@ def test_a_cuda_wheel_testing_the_cpu_refuses_a_split_it_cannot_make(
     code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--allow-cpu", "--partial-offload", "0",
                          "--batches", "2")
     assert code == 0, out + err
+
+
+def test_a_model_of_its_own_is_checked_for_coverage_before_its_cases_run(
+        stand_in: Path, tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--batches", "2")
+    assert code == 0, out + err
+    check, _ = out.split("\nrunning ", 1)
+    assert check.splitlines()[:2] == [f"model: {tiny_model.name} (qwen3; 2 layers)", "cpu: covered (dense F16)"]
+    report = json.loads((tmp_path / "smoke.json").read_text())["coverage"]
+    assert report["checked"] is True and report["backends"]["cpu"]["covered"] is True
+    # A build that claims nothing exact covers nothing; its cases still run, to show where the model differs.
+    monkeypatch.setattr(runtime, "build_info", lambda: {"recipe": "cpu", "exact_backends": []})
+    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--batches", "2")
+    assert "cpu: NOT covered: build: this wheel's patch stack does not claim cpu exact" in out
+    assert "the cases run all the same" in out and f"running {tiny_model.name} kv=f16 switch on" in out
+    assert json.loads((tmp_path / "smoke.json").read_text())["coverage"]["covered"] is False

@@ -67,15 +67,24 @@ def switch_environment(batch_invariant: bool) -> dict[str, str]:
 # The programs whose output depends on the mode (what they generate, or how fast): each says on stderr
 # which mode it runs in, so a log shows it; stdout stays the program's own.
 REPORTS_MODE = frozenset({"llama-server", "llama-cli", "llama-speculative-simple", "llama-bench"})
+# The programs that generate text with a model: in batch-invariant mode each also says whether the mode covers the
+# model (-m) on the backend its layers run on (coverage.launch_line).
+REPORTS_COVERAGE = frozenset({"llama-server", "llama-cli", "llama-speculative-simple"})
 
 
 def run_program(name: str, args: list[str] | None = None) -> None:
     path = program_path(name)
     runtime.warn_about_environment(name)
-    if name in REPORTS_MODE:
-        mode = switch.resolve(os.environ, default=DEFAULT_ON).describe(default=DEFAULT_ON)
-        print(f"hiraishin-llama: {mode}", file=sys.stderr, flush=True)
     argv = [name, *(sys.argv[1:] if args is None else args)]
+    if name in REPORTS_MODE:
+        resolved = switch.resolve(os.environ, default=DEFAULT_ON)
+        print(f"hiraishin-llama: {resolved.describe(default=DEFAULT_ON)}", file=sys.stderr, flush=True)
+        if name in REPORTS_COVERAGE and resolved.on:
+            from . import coverage  # only here: the other programs start without reading coverage.json
+
+            line = coverage.launch_line(argv[1:])
+            if line:
+                print(f"hiraishin-llama: {line}", file=sys.stderr, flush=True)
     os.execve(path, argv, program_environment(program=name))
 
 

@@ -749,6 +749,83 @@ def report(model: Model, verdicts: list[Verdict], data: Coverage) -> dict:
     }
 
 
+# ---------------------------------------------------------------------------------------------------------
+# The line the wheel's llama-server, llama-cli and llama-speculative-simple print at start in batch-invariant mode.
+
+# llama.cpp's options that name the target model, and those that keep every layer off the GPU.
+_MODEL_OPTIONS = ("-m", "--model")
+_GPU_LAYER_OPTIONS = ("-ngl", "--gpu-layers", "--n-gpu-layers")
+_DEVICE_OPTIONS = ("-dev", "--device")
+_EXPERTS_ON_CPU_FLAGS = ("-cmoe", "--cpu-moe")
+_EXPERT_LAYERS_ON_CPU_OPTIONS = ("-ncmoe", "--n-cpu-moe")
+_OVERRIDE_OPTIONS = ("-ot", "--override-tensor")
+
+
+def _option_values(args: list[str], names: tuple[str, ...]) -> list[str]:
+    """The values given to any of ``names`` (``-m X`` and ``--model=X`` alike), in order."""
+    values = []
+    for index, arg in enumerate(args):
+        if arg in names and index + 1 < len(args):
+            values.append(args[index + 1])
+        else:
+            name, equals, value = arg.partition("=")
+            if equals and name in names:
+                values.append(value)
+    return values
+
+
+def launch_backend(args: list[str], built: Iterable[str]) -> str:
+    """The backend a program started with ``args`` computes the model's layers on: CUDA where this wheel has it,
+    unless no layer goes to a GPU (``-ngl 0``, ``--device none``)."""
+    if "cuda" not in built:
+        return "cpu"
+    layers = _option_values(args, _GPU_LAYER_OPTIONS)
+    devices = _option_values(args, _DEVICE_OPTIONS)
+    if (layers and layers[-1].strip() == "0") or (devices and devices[-1].strip().lower() == "none"):
+        return "cpu"
+    return "cuda"
+
+
+def experts_on_cpu(args: list[str]) -> bool:
+    """Whether ``args`` put expert tensors on the CPU: --cpu-moe, --n-cpu-moe N > 0, or an -ot rule for them."""
+    if any(arg in _EXPERTS_ON_CPU_FLAGS for arg in args):
+        return True
+    if any(value.strip() not in ("", "0") for value in _option_values(args, _EXPERT_LAYERS_ON_CPU_OPTIONS)):
+        return True
+    rules = [rule for value in _option_values(args, _OVERRIDE_OPTIONS) for rule in value.split(",")]
+    return any("exps" in pattern and buffer.strip().upper() == "CPU"
+               for pattern, _, buffer in (rule.rpartition("=") for rule in rules))
+
+
+def launch_line(args: list[str], data: Coverage | None = None, build: Mapping[str, object] | None = None,
+                built: Iterable[str] | None = None) -> str | None:
+    """One line on whether batch-invariant mode covers the model a program was started with, or None where it names
+    no local model file (``-hf``, or none at all). It never stops the program: what it cannot read it says."""
+    models = _option_values(args, _MODEL_OPTIONS)
+    if not models:
+        return None
+    path = Path(models[-1])
+    built = list(runtime.built_backends() if built is None else built)
+    backend = launch_backend(args, built)
+    try:
+        data = load_coverage() if data is None else data
+        model = read_model(path, data)
+    except (DataError, InputError) as error:
+        return f"coverage of {path} not checked: {error}"
+    verdict = judge(model, backend, data, build, built)
+    # The notes on experts are there only where this build does not claim them exact on the CPU; here the run's own
+    # options say whether they are on the CPU.
+    reasons = [f"{problem.described()}: {problem.reason}" for problem in verdict.problems]
+    if backend != "cpu" and experts_on_cpu(args):
+        expert_notes = {note.text for note in data.backends[backend].notes if note.when == "experts"}
+        reasons += [note for note in verdict.notes if note in expert_notes]
+    if not reasons:
+        return f"batch-invariant mode covers {path.name} on {backend}"
+    problems = "; ".join(reasons)
+    return (f"batch-invariant mode does NOT cover {path.name} on {backend} ({problems}), so greedy speculative "
+            "decoding may differ from plain greedy decoding (hiraishin-llama-coverage MODEL says more)")
+
+
 def build_parser(prog: str) -> ArgumentParser:
     parser = ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", type=Path, metavar="MODEL.gguf",

@@ -39,7 +39,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import __version__, runtime, synthetic
+from . import __version__, coverage, runtime, synthetic
 from ._args import (ArgumentParser, at_least, directory_problem, model_kind, name_list, parse_batches,
                     report_path_problem, write_report)
 from ._launch import BIN_DIR_ENV, switch_environment, tool_dir
@@ -392,6 +392,24 @@ def render_table(results: list[CaseResult], batches: list[int]) -> str:
     return "\n".join(lines)
 
 
+def check_coverage(path: Path, backend: str) -> dict:
+    """What hiraishin-llama-coverage says of a --model on the smoke test's backend, printed before its cases run
+    (a model the mode does not cover is still tested: the cases then show where it differs); its report for the
+    smoke test's JSON."""
+    try:
+        data = coverage.load_coverage()
+        model = coverage.read_model(path, data)
+    except (coverage.DataError, coverage.InputError) as error:
+        print(f"coverage: not checked: {error}\n", flush=True)
+        return {"checked": False, "error": str(error)}
+    verdict = coverage.judge(model, backend, data)
+    print(coverage.render(model, [verdict], data), flush=True)
+    if not verdict.covered:
+        print("the cases run all the same: they show where this model differs", flush=True)
+    print(flush=True)
+    return {"checked": True, **coverage.report(model, [verdict], data)}
+
+
 def model_problem(path: Path) -> str | None:
     """Why ``path`` cannot be a model to test, or None (the replay tool checks the same first)."""
     if path.is_dir():
@@ -584,6 +602,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  {line}", file=sys.stderr)
             return EXIT_NOT_RUN
 
+    model_coverage = check_coverage(args.model, backend) if args.model is not None else None
     started = datetime.datetime.now(datetime.timezone.utc)
     results = []
     try:
@@ -621,6 +640,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in results
         ],
         "notes": notes,
+        "coverage": model_coverage,
         "passed": passed,
     }
     verdict = "PASSED" if passed else ("FAILED" if any(not r.passed and not r.error for r in results) else "ERROR")
