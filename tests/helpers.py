@@ -13,12 +13,15 @@ import hashlib
 import importlib.util
 import io
 import os
+import shutil
 import stat
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -120,6 +123,21 @@ def stand_in(bin_dir: Path, name: str, script: str) -> Path:
     path.write_text("#!/bin/sh\n" + script.strip() + "\n")
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path
+
+
+# -- the replay tool's C++ parts ---------------------------------------------------
+
+REPLAY_SRC = REPO / "wheels" / "src" / "replay"
+
+
+def compile_replay_test(source: Path, binary: Path) -> None:
+    """Compile a C++ test of the replay tool's headers (C++17, warnings as errors), or skip the test, saying
+    why, where this machine has no C++ compiler."""
+    compiler = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+    if compiler is None:
+        pytest.skip(f"no C++ compiler to build {binary.name}")
+    subprocess.run([compiler, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{REPLAY_SRC}", "-o",
+                    str(binary), str(source)], check=True, capture_output=True, text=True)
 
 
 # -- fresh virtual environments ----------------------------------------------------

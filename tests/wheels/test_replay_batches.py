@@ -6,15 +6,14 @@ the whole tool needs a built llama.cpp, its list parsing does not. Skips, saying
 from __future__ import annotations
 
 import argparse
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+
+from tests.helpers import REPLAY_SRC, compile_replay_test
 
 from hiraishin_llama._args import parse_batches
 
-REPLAY_SRC = Path(__file__).resolve().parents[2] / "wheels" / "src" / "replay"
 
 # The smoke's list goes to the replay as it is written (joined sizes), but users type either tool's
 # --batches by hand, so the two must read every form alike.
@@ -38,17 +37,9 @@ int main(int argc, char ** argv) {
 """
 
 
-def compile_cpp(source: Path, binary: Path) -> None:
-    compiler = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
-    if compiler is None:
-        pytest.skip("no C++ compiler to build the --batches parser")
-    subprocess.run([compiler, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{REPLAY_SRC}", "-o",
-                    str(binary), str(source)], check=True, capture_output=True, text=True)
-
-
 def test_the_parser_takes_lists_ranges_and_open_ranges(tmp_path: Path) -> None:
     binary = tmp_path / "replay_batches_test"
-    compile_cpp(REPLAY_SRC / "replay_batches_test.cpp", binary)
+    compile_replay_test(REPLAY_SRC / "replay_batches_test.cpp", binary)
     result = subprocess.run([str(binary)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     last = result.stdout.splitlines()[-1]
@@ -58,7 +49,7 @@ def test_the_parser_takes_lists_ranges_and_open_ranges(tmp_path: Path) -> None:
 def test_the_replay_reads_every_form_as_the_smoke_does(tmp_path: Path) -> None:
     source = tmp_path / "driver.cpp"
     source.write_text(DRIVER)
-    compile_cpp(source, tmp_path / "driver")
+    compile_replay_test(source, tmp_path / "driver")
     # The replay allows sizes above 16 for measurements; with 16 as its limit both tools must agree.
     answers = subprocess.run([str(tmp_path / "driver"), *FORMS], capture_output=True, text=True,
                              timeout=60).stdout.splitlines()

@@ -7,22 +7,17 @@ Skips, saying so, without a C++ compiler.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 
-REPLAY_SRC = Path(__file__).resolve().parents[2] / "wheels" / "src" / "replay"
+from tests.helpers import REPLAY_SRC, compile_replay_test
+
 
 
 def build_and_run(source_dir: Path, work: Path) -> subprocess.CompletedProcess[str]:
-    compiler = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
-    if compiler is None:
-        pytest.skip("no C++ compiler to build replay_compare_test")
     binary = work / "replay_compare_test"
-    subprocess.run([compiler, "-std=c++17", "-O1", "-Wall", "-Werror", "-o", str(binary),
-                    str(source_dir / "replay_compare_test.cpp")], check=True, capture_output=True, text=True)
+    compile_replay_test(source_dir / "replay_compare_test.cpp", binary)
     return subprocess.run([str(binary)], capture_output=True, text=True, timeout=60)
 
 

@@ -9,29 +9,21 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import REPLAY_SRC, compile_replay_test
+
 REPO = Path(__file__).resolve().parents[2]
-REPLAY_SRC = REPO / "wheels" / "src" / "replay"
 # Upstream's common/common.h, in the work tree the patches apply to (absent in a bare checkout).
 UPSTREAM_COMMON_H = REPO / "work" / "llama.cpp" / "common" / "common.h"
 
 
-def compile_cpp(source: Path, binary: Path) -> None:
-    compiler = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
-    if compiler is None:
-        pytest.skip("no C++ compiler to build replay_overrides_test")
-    subprocess.run([compiler, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{REPLAY_SRC}", "-o",
-                    str(binary), str(source)], check=True, capture_output=True, text=True)
-
-
 def test_the_placement_options_read_as_upstreams(tmp_path: Path) -> None:
     binary = tmp_path / "replay_overrides_test"
-    compile_cpp(REPLAY_SRC / "replay_overrides_test.cpp", binary)
+    compile_replay_test(REPLAY_SRC / "replay_overrides_test.cpp", binary)
     result = subprocess.run([str(binary)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     last = result.stdout.splitlines()[-1]
