@@ -7,6 +7,7 @@ network to fetch llama.cpp.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import time
@@ -69,3 +70,30 @@ def test_the_real_pins_version_counts_commits_and_sorts_above_the_last_release(r
     if named and int(named.group(1)) < build:
         with pytest.raises(VersionNotNewer):
             require_newer(f"{named.group(1)}.{stack_revision(project)}", pin, releases, store)
+
+
+# Not weight types: the integer types and F64, and Q8_1 and Q8_K, only the activations' side of the dot products.
+# The op tests over ggml's type table (test-batch-invariance --types-only, MUL_MAT_BATCH_INVARIANCE) leave out the
+# same ones.
+NOT_WEIGHT_TYPES = {"I8", "I16", "I32", "I64", "F64", "Q8_1", "Q8_K", "COUNT"}
+
+
+def _pinned_ggml_types(cache: UpstreamCache) -> set[str]:
+    pin = Project(REPO_ROOT).pin()
+    (_, _, header), = cache.store().files(pin.commit, lambda path: path == "ggml/include/ggml.h")
+    body = re.search(r"enum ggml_type \{(.*?)\};", header.decode(), re.S)
+    assert body, "ggml.h at the pin has no `enum ggml_type`: the type table moved"
+    # commented-out entries are types whose support was removed
+    return {m[1] for m in re.finditer(r"^\s*GGML_TYPE_(\w+)\s*=\s*\d+", body[1], re.M)} - NOT_WEIGHT_TYPES
+
+
+def test_the_coverage_data_names_every_weight_type_of_the_pinned_ggml(real_cache: UpstreamCache) -> None:
+    """The guarantee's table (docs/guarantee.md, generated from coverage.json) and the op tests iterate the same
+    table: a type the base adds must get its line in every backend's dense table, covered or with its reason."""
+    expected = _pinned_ggml_types(real_cache)
+    assert {"Q4_K", "IQ4_XS", "MXFP4", "TQ3_1S", "TURBO4_0"} <= expected and "Q8_K" not in expected
+    data = json.loads((REPO_ROOT / "wheels" / "hiraishin_llama" / "coverage.json").read_text())
+    for backend, tables in data["backends"].items():
+        named = set(tables["dense"]["types"])
+        assert named == expected, (f"{backend} dense: missing {sorted(expected - named)}, "
+                                   f"not in ggml's table {sorted(named - expected)}")

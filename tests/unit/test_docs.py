@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_the_pages_checked_in_are_current() -> None:
     """What CI runs (ci/lint.sh: `hiraishin docs --check`): edit a source, regenerate, commit both."""
     checked = docgen.check(Project(REPO), cli)
-    assert [p.name for p in checked] == ["commands.md", "cost.md"]
+    assert [p.name for p in checked] == ["commands.md", "cost.md", "guarantee.md"]
 
 
 @pytest.fixture
@@ -37,6 +37,7 @@ def project(tmp_path: Path) -> Path:
     shutil.copytree(REPO / "benchmarks" / "results", root / "benchmarks" / "results",
                     ignore=shutil.ignore_patterns("ncu", "rebase"))
     _copy_speedup_model(root)
+    shutil.copy2(REPO / docgen.COVERAGE_DATA, root / docgen.COVERAGE_DATA)
     return root
 
 
@@ -66,7 +67,7 @@ def test_a_hand_edited_page_fails_the_check_until_regenerated(project: Path, pag
     assert f"written    docs/{page}" in written.stdout
     assert path.read_text() == original
     passed = hiraishin("--project", str(project), "docs", "--check", cwd=project)
-    assert passed.returncode == 0 and "ok: 2 generated page(s) up to date" in passed.stdout
+    assert passed.returncode == 0 and "ok: 3 generated page(s) up to date" in passed.stdout
 
 
 def test_a_missing_page_fails_the_check(project: Path) -> None:
@@ -185,13 +186,13 @@ def test_the_cost_page_of_this_repository_is_revision_14_on_b10018_on_the_h200()
     assert "rev13" not in before and "`benchmarks/results/bench-verify-cost-h200-rev13-b10018-1.2.0.json`" in after
 
 
-def test_the_cost_page_of_this_repository_has_the_full_depth_moe_models_of_revision_17() -> None:
+def test_the_cost_page_of_this_repository_has_the_full_depth_moe_models_of_revision_18() -> None:
     page = (REPO / "docs" / "cost.md").read_text()
-    assert "## NVIDIA H200 (sm_90), stack revision 17, qwen3moe" in page
-    assert "## NVIDIA H200 (sm_90), stack revision 17, gpt-oss" in page
-    assert "| 8 | 10.45 | 9.81 | **1.07** |" in page  # qwen3moe, 48 layers
-    assert "| 8 | 10.90 | 8.43 | **1.29** |" in page  # gpt-oss, 24 layers
-    assert "| MXFP4_MOE | self | 250.8 | 100% | 3/3 | 192.0 | 70% | 0/3 |" in page
+    assert "## NVIDIA H200 (sm_90), stack revision 18, qwen3moe" in page
+    assert "## NVIDIA H200 (sm_90), stack revision 18, gpt-oss" in page
+    assert "| 8 | 10.53 | 10.04 | **1.05** |" in page  # qwen3moe, 48 layers
+    assert "| 8 | 10.24 | 8.32 | **1.23** |" in page  # gpt-oss, 24 layers
+    assert "| MXFP4_MOE | self | 258.6 | 100% | 3/3 | 185.8 | 70% | 0/3 |" in page
 
 
 def _slug(heading: str) -> str:
@@ -223,3 +224,56 @@ def test_the_readme_is_short_and_keeps_the_two_commands_ci_runs() -> None:
     assert tests in (REPO / ".ci" / "run").read_text().splitlines()
     for page in ("guarantee", "cost", "wheels", "maintainers", "ci", "commands", "archive"):
         assert f"(docs/{page}.md)" in readme
+
+
+# --- the guarantee's weight-type table -------------------------------------------------------------------------
+
+
+def _coverage(root: Path) -> dict:
+    return json.loads((root / docgen.COVERAGE_DATA).read_text())
+
+
+def _table_row(page: str, type_name: str) -> list[str]:
+    row, = [line for line in page.splitlines() if line.startswith(f"| {type_name} |")]
+    return [cell.strip() for cell in row.strip("|").split("|")][1:]
+
+
+def test_the_guarantee_s_weight_types_come_from_the_coverage_data(project: Path) -> None:
+    page = docgen.guarantee_page(project)
+    header, = [line for line in page.splitlines() if line.startswith("| type |")]
+    assert header == "| type | CUDA dense | CUDA experts | CPU dense | CPU experts |"
+    assert _table_row(page, "Q4_K")[:2] == ["yes", "yes"]  # the smoke runs a Q4_K_M model on CUDA
+    assert _table_row(page, "IQ4_XS")[0] == "op tests"
+    cuda_f16 = _table_row(page, "F16")[0]
+    number = int(re.fullmatch(r"no \((\d+)\)", cuda_f16)[1])
+    reason = _coverage(project)["backends"]["cuda"]["dense"]["types"]["F16"]["reason"]
+    assert f"\n{number}. {reason}\n" in page
+    # every type any table names has a row, and the hand-written rest of the page is kept
+    names = {name for backend in _coverage(project)["backends"].values() for kind in ("dense", "experts")
+             for name in backend[kind]["types"]}
+    assert {line.split("|")[1].strip() for line in page.splitlines() if re.match(r"\| [A-Z0-9_]+ \|", line)} == names
+    assert page.startswith("# The guarantee, and how to check it")
+
+
+def test_an_edit_of_the_coverage_data_makes_the_guarantee_stale(project: Path) -> None:
+    """The fault the check exists for: coverage.json says F16 is covered on CUDA, the page still says not."""
+    data = _coverage(project)
+    data["backends"]["cuda"]["dense"]["types"]["F16"] = {"covered": True, "evidence": ["x.json"]}
+    (project / docgen.COVERAGE_DATA).write_text(json.dumps(data))
+    with pytest.raises(CheckFailed, match="docs/guarantee.md"):
+        docgen.check(Project(project), cli)
+    docgen.write(Project(project), cli)
+    assert _table_row((project / "docs" / "guarantee.md").read_text(), "F16")[0] == "op tests"
+
+
+def test_a_guarantee_page_without_the_markers_is_refused(project: Path) -> None:
+    path = project / "docs" / "guarantee.md"
+    path.write_text(path.read_text().replace(docgen.TYPES_END, ""))
+    with pytest.raises(ConfigError, match="lacks the weight-type markers"):
+        docgen.guarantee_page(project)
+
+
+def test_unreadable_coverage_data_names_the_file(project: Path) -> None:
+    (project / docgen.COVERAGE_DATA).write_text("{not json")
+    with pytest.raises(ConfigError, match="cannot read the coverage data .*coverage.json"):
+        docgen.guarantee_page(project)
