@@ -158,7 +158,7 @@ def test_a_failing_measurement_is_reported(stand_in_tools: Path, tmp_path: Path,
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--quants", "Q5_K_S"], "unsupported quantization type"),
+    (["--quants", "IQ2_XXS"], "unsupported quantization type"),
     (["--reps", "0"], "--reps must be at least 1"),
     (["--batches", "0-3"], "batch sizes must be between 1 and 16"),
     (["--preset", "nope"], "valid presets"),

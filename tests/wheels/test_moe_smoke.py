@@ -342,3 +342,58 @@ def test_the_synthetic_moe_presets_are_moe_when_they_exist() -> None:
     assert smoke.preset_is_moe("qwen3moe") and smoke.preset_is_moe("gpt-oss")
     assert not smoke.preset_is_moe("qwen3-8b")
     assert "MXFP4_MOE" in synthetic.QUANT_TYPES
+
+
+# --- the weight-type cases of the default run -------------------------------------------------------------
+
+
+def test_the_default_cuda_run_has_a_model_of_each_common_weight_type(on_cuda: Path, made_models: list,
+                                                                    tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err, report = run(tmp_path, capsys, "--kv", "f16", "--batches", "2", "--no-moe")
+    assert code == 0, out + err
+    # made with the main models, from the same F16 model
+    assert made_models == [("qwen3-8b", 4, ("Q4_K_M", "Q6_K", "Q8_0", "Q5_K_M", "IQ4_XS", "BF16"))]
+    names = [c["name"] for c in report["cases"]]
+    assert names[-8:] == [f"{q} kv=f16 switch on" for q in ("Q8_0", "Q5_K_M", "IQ4_XS", "BF16")] + [
+        f"{q} kv=f16 switch off" for q in ("Q8_0", "Q5_K_M", "IQ4_XS", "BF16")]
+    expects = {c["name"]: c["expect"] for c in report["cases"]}
+    assert expects["IQ4_XS kv=f16 switch on"] == "identical" and expects["BF16 kv=f16 switch off"] == "differ"
+    assert report["types"] == {"quants": ["Q8_0", "Q5_K_M", "IQ4_XS", "BF16"], "cases": 8}
+    assert "F16" not in report["types"]["quants"]  # not covered on CUDA: its fused FFN differs
+
+
+def test_a_type_among_the_main_models_is_not_run_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    claim(monkeypatch, CUDA_BUILD)
+    assert [c.name for c in smoke.type_cases("cuda", ["Q4_K_M", "Q8_0"])] == [
+        "Q5_K_M kv=f16 switch on", "IQ4_XS kv=f16 switch on", "BF16 kv=f16 switch on",
+        "Q5_K_M kv=f16 switch off", "IQ4_XS kv=f16 switch off", "BF16 kv=f16 switch off"]
+    assert smoke.type_cases("cpu", ["Q4_K_M"]) == []
+
+
+def test_no_types_and_quants_leave_them_out(on_cuda: Path, made_models: list, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err, report = run(tmp_path, capsys, "--kv", "f16", "--batches", "2", "--no-moe", "--no-types")
+    assert code == 0, out + err
+    assert made_models == [("qwen3-8b", 4, ("Q4_K_M", "Q6_K"))] and report["types"] == {"quants": [], "cases": 0}
+    made_models.clear()
+    code, out, err, report = run(tmp_path, capsys, "--kv", "f16", "--batches", "2", "--no-moe", "--quants", "Q6_K")
+    assert code == 0 and made_models == [("qwen3-8b", 4, ("Q6_K",))]
+
+
+def test_types_with_quants_or_a_model_is_refused(on_cuda: Path, made_models: list, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err, _ = run(tmp_path, capsys, "--quants", "Q6_K", "--types")
+    assert code == 2 and "with --quants, name the types in --quants instead" in err
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    code, _, err, _ = run(tmp_path, capsys, "--model", str(model), "--no-types")
+    assert code == 2 and "--types/--no-types applies to the synthetic models only" in err
+    assert made_models == []
+
+
+def test_the_cpu_run_has_no_type_cases(stand_in: Path, made_models: list, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err, report = run(tmp_path, capsys, "--batches", "2", "--no-moe")
+    assert code == 0, out + err
+    assert made_models == [("qwen3-8b", 1, ("Q4_K_M",))] and report["types"]["cases"] == 0

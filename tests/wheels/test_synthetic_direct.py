@@ -101,8 +101,8 @@ def test_direct_model_has_the_planned_types_and_is_deterministic(tmp_path: Path)
 
 
 def test_unsupported_planned_type_is_refused_without_leftovers(tmp_path: Path) -> None:
-    quantizer = _stand_in_quantizer(tmp_path, plan="q3_K")
-    with pytest.raises(ValueError, match="cannot write .* directly as Q3_K"):
+    quantizer = _stand_in_quantizer(tmp_path, plan="iq2_xxs")
+    with pytest.raises(ValueError, match="cannot write .* directly as IQ2_XXS"):
         synthetic.make_direct_model("tiny", 1, None, "Q4_K_M", tmp_path / "m.gguf", quantizer)
     assert sorted(os.listdir(tmp_path)) == ["llama-quantize"]
 

@@ -19,6 +19,13 @@ exact_moe_backends; elsewhere the MoE cases are reported, not judged. The
 experts=CPU cases need a claim of their own (exact_moe_experts_on_cpu_backends,
 none yet). A --model that is a mixture-of-experts model is tested the same way.
 
+On CUDA the default run also has a model of each of the weight types users
+pick most beside Q4_K_M and Q6_K (--no-types leaves them out): Q8_0, Q5_K_M,
+IQ4_XS and BF16, the dense preset at its layer count, KV f16, switch on and
+its control each (F16 is not: on CUDA its fused FFN is not covered, see
+hiraishin-llama-coverage). The CPU backend, which is batch-invariant for
+every weight type of ggml's table in the op tests, keeps its default run.
+
 Exit status: 0 passed; 1 the guarantee failed (a real difference, or no
 difference where the control needs one); 2 a usage error (bad arguments or
 model file: nothing was judged); 3 a case could not be run (the replay tool
@@ -94,6 +101,13 @@ MOE_MODELS: dict[str, tuple[MoeModel, ...]] = {
     # a second layer would double both and reach no other kernel.
     "cpu": (MoeModel("qwen3moe", "Q4_K_M", ("f16",), n_layer=1),),
 }
+
+
+# The weight types of the default run beside the main models' (see the module's help): one model each, KV f16,
+# switch on and its control. Chosen from what users run (the K-quant mixes, the IQ4 family, a float type), each
+# reaching other kernels than Q4_K_M and Q6_K: Q8_0 and Q5_K their tensor-core kernels, IQ4_XS the mat-vec kernel
+# at every width, BF16 the float vector kernel.
+TYPE_QUANTS: dict[str, tuple[str, ...]] = {"cuda": ("Q8_0", "Q5_K_M", "IQ4_XS", "BF16"), "cpu": ()}
 
 
 class UsageError(Exception):
@@ -201,6 +215,13 @@ def default_cases(backend: str, quants: list[str], kv_types: list[str], gpu_laye
         # Its own control: with the experts on the CPU other kernels compute them.
         cases.append(case(quants[0], kv_types[0], False, experts_on_cpu=True, case_n_gen=n_gen or SPLIT_N_GEN))
     return cases
+
+
+def type_cases(backend: str, main_quants: list[str]) -> list[Case]:
+    """The default run's weight-type cases (TYPE_QUANTS less the main models' types): KV f16, then the controls."""
+    quants = [quant for quant in TYPE_QUANTS[backend] if quant not in main_quants]
+    on, off = ("identical", "differ") if backend in exact_backends() else ("none", "none")
+    return [Case(quant, "f16", True, on) for quant in quants] + [Case(quant, "f16", False, off) for quant in quants]
 
 
 def moe_cases(backend: str) -> list[Case]:
@@ -433,7 +454,7 @@ def model_problem(path: Path) -> str | None:
 # Options of the synthetic models only: with --model they would be ignored, so they are refused.
 # (--work-dir is let through: a wrapper that always names its cache directory must still run --model.)
 SYNTHETIC_ONLY = (("quants", "--quants"), ("preset", "--preset"), ("n_layer", "--n-layer"), ("seed", "--seed"),
-                  ("moe", "--moe/--no-moe"))
+                  ("moe", "--moe/--no-moe"), ("types", "--types/--no-types"))
 
 
 def build_parser() -> ArgumentParser:
@@ -480,6 +501,10 @@ def build_parser() -> ArgumentParser:
                              "CPU, and gpt-oss MXFP4_MOE, 2 layers each; on the CPU qwen3moe Q4_K_M, 1 layer; "
                              f"{MOE_N_GEN} generated tokens, a control each. Reported, not judged, unless the build "
                              "lists the backend under exact_moe_backends (in the stack.json it ships)")
+    parser.add_argument("--types", action=argparse.BooleanOptionalAction, default=None,
+                        help="on CUDA, run a model of each of the weight types " + ", ".join(TYPE_QUANTS["cuda"])
+                             + " after the main ones, KV f16 and a control each (default: on where --quants is "
+                             "left out; --no-types leaves them out); the CPU backend has none")
     parser.add_argument("--allow-cpu", action="store_true", help="with a CUDA wheel and no GPU, test the CPU backend instead of failing")
     return parser
 
@@ -552,8 +577,13 @@ def main(argv: list[str] | None = None) -> int:
     # MoE cases (those would be the same models at another layer count, under the same names).
     main_moe = args.model is None and preset_is_moe(preset)
     run_moe = args.model is None and args.moe is not False and not main_moe
+    extra_types = [] if args.model is not None or main_moe or args.quants or args.types is False else [
+        quant for quant in TYPE_QUANTS[backend] if quant not in quants]
+    if args.types and args.quants:
+        parser.error("--types adds the default weight types to the default models; with --quants, name the "
+                     "types in --quants instead")
     synthetic_sets = [] if args.model is not None else [
-        SyntheticModels(preset, n_layer, tuple(quants), named=main_moe),
+        SyntheticModels(preset, n_layer, (*quants, *extra_types), named=main_moe),
         *(SyntheticModels(m.preset, m.n_layer, (m.quant,), named=True) for m in (MOE_MODELS[backend] if run_moe else ())),
     ]
     # Models to make need the quantizer and a work directory that takes files; models made before do not.
@@ -585,6 +615,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         cases = default_cases(backend, quants, kv_types, gpu_layers or None, moe=main_moe,
                               preset=preset if main_moe else None)
+        if extra_types:
+            cases += type_cases(backend, quants)
         if run_moe:
             cases += moe_cases(backend)
         try:
@@ -629,6 +661,8 @@ def main(argv: list[str] | None = None) -> int:
         "gpus": [asdict(g) for g in runtime.gpus()],
         "models": {name: str(path) for name, path in models.items()},
         # Whether mixture-of-experts cases ran, the synthetic ones among them, and where MoE is claimed exact.
+        # The weight-type cases of the default run beside the main models'.
+        "types": {"quants": extra_types, "cases": 2 * len(extra_types)},
         "moe": {"cases": sum(1 for r in results if r.case.moe),
                 "synthetic": [asdict(m) for m in MOE_MODELS[backend]] if run_moe else [],
                 "exact_moe_backends": sorted(exact_moe_backends())},

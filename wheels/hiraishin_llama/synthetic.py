@@ -45,7 +45,8 @@ QUANTIZER_NAME = "llama-quantize"
 # Quantization types that the project measures; names as llama-quantize spells them.
 # MXFP4_MOE: expert tensors (3-D, ne[2] > 1) in MXFP4, every other quantizable
 # matrix, output.weight included, in Q8_0 (llama_tensor_get_type_impl in src/llama-quant.cpp).
-QUANT_TYPES = ("Q4_K_M", "Q6_K", "Q8_0", "MXFP4_MOE")
+QUANT_TYPES = ("Q4_K_M", "Q6_K", "Q8_0", "MXFP4_MOE", "Q5_K_M", "Q5_K_S", "Q4_0", "IQ4_XS", "IQ4_NL", "Q3_K_M",
+               "Q2_K", "F16", "BF16")
 
 # llama.cpp's LLAMA_MAX_EXPERTS.
 _MAX_EXPERTS = 512
@@ -189,6 +190,15 @@ _FILE_TYPES = {
     "Q6_K": gguf.LlamaFileType.MOSTLY_Q6_K,
     "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
     "MXFP4_MOE": gguf.LlamaFileType.MOSTLY_MXFP4_MOE,
+    "Q5_K_M": gguf.LlamaFileType.MOSTLY_Q5_K_M,
+    "Q5_K_S": gguf.LlamaFileType.MOSTLY_Q5_K_S,
+    "Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
+    "IQ4_XS": gguf.LlamaFileType.MOSTLY_IQ4_XS,
+    "IQ4_NL": gguf.LlamaFileType.MOSTLY_IQ4_NL,
+    "Q3_K_M": gguf.LlamaFileType.MOSTLY_Q3_K_M,
+    "Q2_K": gguf.LlamaFileType.MOSTLY_Q2_K,
+    "F16": gguf.LlamaFileType.MOSTLY_F16,
+    "BF16": gguf.LlamaFileType.MOSTLY_BF16,
 }
 
 
@@ -202,13 +212,16 @@ class _BlockScales:
     scales; checked against gguf's dequantization in the tests), so
     d = std / std_per_d gives the F16 model's scale. K-quants with a minimum
     subtract dmin * m; dmin = dmin_per_d * d centres the weights on zero.
-    Q5_1 adds its minimum m as it is, so its factor is negative.
+    Q5_1 adds its minimum m as it is, so its factor is negative. Types whose
+    uniformly random quants are not centred on zero and that have no minimum
+    (Q4_0, IQ4_NL) get a random sign on each block's d instead (random_sign).
     """
 
     d_offset: int
     std_per_d: float
     dmin_offset: int | None = None
     dmin_per_d: float = 0.0
+    random_sign: bool = False
 
 
 _DIRECT_BLOCK_SCALES = {
@@ -223,6 +236,18 @@ _DIRECT_BLOCK_SCALES = {
     # w = d*q + m with q in 0..31 (std sqrt((32**2 - 1)/12)) and m = -15.5*d; what
     # llama-quantize gives a Q5_K tensor whose rows are no multiple of 256
     gguf.GGMLQuantizationType.Q5_1: _BlockScales(d_offset=0, std_per_d=9.233, dmin_offset=2, dmin_per_d=-15.5),
+    # w = d*sc*q - dmin*m with q in 0..3, sc and m in 0..15 (a byte's two nibbles): E[sc*q] = 11.25 = 1.5 E[m];
+    # Var(sc*q) = 77.5*3.5 - 11.25**2, Var(1.5 m) = 2.25*21.25; d and dmin are the block's last four bytes
+    gguf.GGMLQuantizationType.Q2_K: _BlockScales(d_offset=80, std_per_d=13.874, dmin_offset=82, dmin_per_d=1.5),
+    # w = d*(sc - 32)*q with q in -4..3 (two bits and a bit of hmask) and sc in 0..63: E[(sc-32)**2] = 341.5,
+    # E[q**2] = 5.5 (mean 0.25 d, 0.6% of the std); d is the block's last two bytes
+    gguf.GGMLQuantizationType.Q3_K: _BlockScales(d_offset=108, std_per_d=43.338),
+    # w = d*(q - 8) with q in 0..15: E[(q - 8)**2] = 21.5, centred by the sign of d
+    gguf.GGMLQuantizationType.Q4_0: _BlockScales(d_offset=0, std_per_d=4.6368, random_sign=True),
+    # w = d*kvalues[q], the 16 non-uniform IQ4_NL values (E[kvalues**2] = 4548, mean -5.9), centred by the sign of d
+    gguf.GGMLQuantizationType.IQ4_NL: _BlockScales(d_offset=0, std_per_d=67.439, random_sign=True),
+    # w = d*(ls - 32)*kvalues[q] with the 6-bit sub-block scales ls in 0..63: sqrt(341.5 * 4548)
+    gguf.GGMLQuantizationType.IQ4_XS: _BlockScales(d_offset=0, std_per_d=1246.3),
 }
 
 # Q5_0 (what llama-quantize gives a Q4_K tensor whose rows are no multiple of 256):
@@ -696,6 +721,9 @@ def _materialize_quantized(spec: _TensorSpec, qtype: gguf.GGMLQuantizationType, 
     if scales.dmin_offset is not None:
         dmin = np.float16(float(d) * scales.dmin_per_d)
         blocks[:, scales.dmin_offset:scales.dmin_offset + 2] = np.frombuffer(dmin.tobytes(), dtype=np.uint8)
+    if scales.random_sign:
+        # the sign bit of a little-endian f16 is the top bit of its second byte
+        blocks[rng.random(n_blocks) < 0.5, scales.d_offset + 1] ^= np.uint8(0x80)
     return blocks.reshape(n_rows, row_length // block_size * block_bytes)
 
 
