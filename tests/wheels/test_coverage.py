@@ -406,7 +406,8 @@ def test_json_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
                                        "note": None}
     assert by_what["experts Q4_K"]["evidence"] == ["benchmarks/results/op-tests-h200-rev15-moe-partial.json",
                                                    "benchmarks/results/smoke-h200-rev15-b10018-1.2.0.json",
-                                                   "benchmarks/results/op-tests-h200-rev18-types-partial.json"]
+                                                   "benchmarks/results/op-tests-h200-rev18-types-partial.json",
+                                                   "benchmarks/results/smoke-h200-rev18-b10018-1.2.0.json"]
     assert by_what["architecture qwen3moe"]["covered"] is True
     assert len(cuda["notes"]) == 1 and cpu["notes"] == []
     assert report["run_time"][0] == "flash attention on"
