@@ -16,6 +16,9 @@
 #                                 applied on top of the stack)
 #   perf_session.sh ncu           Nsight Compute on one verify pass of 16 tokens, exact and
 #                                 stock: the matrix kernels of one layer and flash attention
+#   perf_session.sh timeline [PRESET [QUANT [BATCHES]]]   every kernel of one verify pass of the
+#                                 bench's one-layer model (default qwen3moe Q4_K_M, b = 1 4 8), exact
+#                                 and stock, summed per kernel by benchmarks/ncu_timeline.py
 #
 # Models are the benchmark's own, kept in $MODELS between phases.
 set -uo pipefail
@@ -123,8 +126,32 @@ ncu)
         echo "$mode flash attention: rc=$? $(wc -l < "$OUT/ncu-fattn-$mode.csv") lines"
     done
     ;;
+timeline)
+    # Which kernels make a MoE verify pass of b tokens cost more exact than stock: every launch's duration
+    # over a run that ends in three timed passes alike (--reps 3 --warmup 0), which ncu_timeline.py cuts out.
+    preset=${2:-qwen3moe}
+    quant=${3:-$([ "$preset" = gpt-oss ] && echo MXFP4_MOE || echo Q4_K_M)}
+    timeline_model="$MODELS/$preset-1l-seed1-$quant-direct.gguf"
+    [ -f "$timeline_model" ] || { echo "no $timeline_model: run the bench phase of --preset $preset first"; exit 1; }
+    NCU=$(command -v ncu || find /opt/nvidia -name ncu -type f 2>/dev/null | head -1)
+    [ -n "$NCU" ] || { echo "ncu not found"; exit 1; }
+    files=()
+    for b in ${4:-1 4 8}; do
+        for switch in 1 0; do
+            mode=$([ "$switch" = 1 ] && echo exact || echo stock)
+            csv="$OUT/timeline-$preset-b$b-$mode.csv"
+            GGML_CUDA_BATCH_INVARIANT=$switch timeout 150 "$NCU" --clock-control none --target-processes all \
+                --kernel-name-base demangled --section SpeedOfLight --csv --page details \
+                "$VENV/bin/hiraishin-replay" bench --model "$timeline_model" --ctx 2048 --n-prompt 512 --n-gen 1 \
+                --batches "$b" --reps 3 --warmup 0 --bandwidth-mib 0 > "$csv" 2> "${csv%.csv}.err"
+            echo "b=$b $mode: rc=$? $(grep -c '"Duration"' "$csv") launches"
+            files+=("$csv")
+        done
+    done
+    python3 benchmarks/ncu_timeline.py "${files[@]}" --out "$OUT/timeline-$preset.json"
+    ;;
 *)
-    sed -n '2,16p' "$0"
+    sed -n '2,19p' "$0"
     exit 2
     ;;
 esac
