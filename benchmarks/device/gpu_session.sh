@@ -7,6 +7,7 @@
 #   gpu_session.sh build SDIST     # starts the build (wheel + op tests), waits up to ~9 min
 #   gpu_session.sh wait            # waits for a build still running
 #   gpu_session.sh optests [bi]    # test-backend-ops and test-batch-invariance on CUDA0 (bi: the batch-invariance cases only)
+#   gpu_session.sh optests types   # the batch-invariance families over ggml's type table, switch on and a control
 #   gpu_session.sh replay-spec     # hiraishin-replay spec: self-draft and a 1-layer draft, switch on; switch-off control
 #   gpu_session.sh install         # PEP 503 index, fresh venv, pip install [cu13], --version
 #   gpu_session.sh smoke [ARGS]    # hiraishin-llama-smoke in that venv
@@ -70,8 +71,17 @@ optests)
             grep -c 'FAIL' "$OUT/$name.txt"; }
     bi_ops=MUL_MAT_BATCH_INVARIANCE,FLASH_ATTN_EXT_BATCH_INVARIANCE,FFN_BATCH_INVARIANCE
     bi_ops=$bi_ops,MUL_MAT_ID_BATCH_INVARIANCE,MOE_FFN_BATCH_INVARIANCE
-    run tbo-bi-on   GGML_BATCH_INVARIANT=1 ./test-backend-ops -b CUDA0 -o $bi_ops
-    run tbo-bi-off  GGML_BATCH_INVARIANT=0 ./test-backend-ops -b CUDA0 -o $bi_ops
+    # The families over ggml's type table (256 rows: type_a=T,m=256,... in their names) take most of a run (the IQ1/IQ2
+    # quantizers, 33 types): `optests types` runs them, `optests bi` the rest (about a minute).
+    table_ops=MUL_MAT_BATCH_INVARIANCE,FFN_BATCH_INVARIANCE,MUL_MAT_BIAS_BATCH_INVARIANCE
+    if [ "${2:-}" = types ]; then
+        run tbo-types-on  GGML_BATCH_INVARIANT=1 ./test-backend-ops -b CUDA0 -o $table_ops -p '^type_a=[^,]+,m=256,'
+        # the control at 5 and 16 columns of each type: enough to show what the switch removes
+        run tbo-types-off GGML_BATCH_INVARIANT=0 ./test-backend-ops -b CUDA0 -o $table_ops -p '^type_a=[^,]+,m=256,k=4096,n=(5|16)$'
+        exit 0
+    fi
+    run tbo-bi-on   GGML_BATCH_INVARIANT=1 ./test-backend-ops -b CUDA0 -o $bi_ops -p '^(?!type_a=[^,]+,m=256,)'
+    run tbo-bi-off  GGML_BATCH_INVARIANT=0 ./test-backend-ops -b CUDA0 -o $bi_ops -p '^(?!type_a=[^,]+,m=256,)'
     run tbi-on      ./test-batch-invariance
     run tbi-negative ./test-batch-invariance --negative
     # `optests bi`: the batch-invariance cases only (about a minute); without it, upstream's suites too.
