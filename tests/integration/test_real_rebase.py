@@ -42,6 +42,8 @@ CONFLICTING_ON_OLDER = [
     # change lines of mmvq.cu and test-batch-invariance.cpp that patches above add
     "ggml-cuda-batch-invariant-mul-mat-id-launches-of-four-rows-p.patch",
     "tests-every-weight-type-of-ggml-s-type-table-in-test-batch-i.patch",
+    # adds its cases next to those of the MUL_MAT_ID patch above, in test-backend-ops.cpp
+    "tests-every-weight-type-of-ggml-s-type-table-in-test-backend.patch",
 ]
 REQUIRED_REFS = (PREVIOUS, OLDER)
 
