@@ -41,7 +41,13 @@ def test_quantization_is_deterministic(quantizer: Path, tiny_model: Path, tmp_pa
     reader = gguf.GGUFReader(first)
     types = {t.name: t.tensor_type for t in reader.tensors}
     assert types["blk.0.attn_norm.weight"] == gguf.GGMLQuantizationType.F32
-    assert types["blk.0.ffn_up.weight"] not in (gguf.GGMLQuantizationType.F16, gguf.GGMLQuantizationType.F32)
+    # the float targets keep their matrices as floats of that type, every other one quantizes them
+    float_target = {"F16": gguf.GGMLQuantizationType.F16, "BF16": gguf.GGMLQuantizationType.BF16}.get(qtype)
+    if float_target is not None:
+        assert types["blk.0.ffn_up.weight"] == float_target
+    else:
+        assert types["blk.0.ffn_up.weight"] not in (gguf.GGMLQuantizationType.F16, gguf.GGMLQuantizationType.BF16,
+                                                    gguf.GGMLQuantizationType.F32)
     assert reader.get_field("general.architecture").contents() == "qwen3"
 
 
