@@ -10,7 +10,8 @@
 #
 # Static (one file to carry, ~10 MB compressed), flash-attention kernels off (their instances
 # dominate the build; the FA cases then run on the CPU and say so), VMM off (no libcuda.so on a
-# machine without a driver). Needs nvcc, cuBLAS headers and libraries.
+# machine without a driver). Needs nvcc, cuBLAS headers and libraries: ci/cuda-toolkit-from-pypi.sh DIR makes
+# them from PyPI's wheels (put the CUDA_HOME it prints, /bin, first on PATH).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 dir=${1:-/work/devbuild}
