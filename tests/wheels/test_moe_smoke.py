@@ -363,12 +363,14 @@ def test_the_default_cuda_run_has_a_model_of_each_common_weight_type(on_cuda: Pa
     assert "F16" not in report["types"]["quants"]  # not covered on CUDA: its fused FFN differs
 
 
-def test_a_type_among_the_main_models_is_not_run_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_type_cases_are_judged_only_where_the_build_claims_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     claim(monkeypatch, CUDA_BUILD)
-    assert [c.name for c in smoke.type_cases("cuda", ["Q4_K_M", "Q8_0"])] == [
-        "Q5_K_M kv=f16 switch on", "IQ4_XS kv=f16 switch on", "BF16 kv=f16 switch on",
-        "Q5_K_M kv=f16 switch off", "IQ4_XS kv=f16 switch off", "BF16 kv=f16 switch off"]
-    assert smoke.type_cases("cpu", ["Q4_K_M"]) == []
+    assert names(smoke.type_cases("cuda", ["Q5_K_M", "BF16"])) == [
+        ("Q5_K_M kv=f16 switch on", "identical"), ("BF16 kv=f16 switch on", "identical"),
+        ("Q5_K_M kv=f16 switch off", "differ"), ("BF16 kv=f16 switch off", "differ")]
+    claim(monkeypatch, {**CUDA_BUILD, "exact_backends": []})
+    assert {case.expect for case in smoke.type_cases("cuda", ["Q8_0"])} == {"none"}
+    assert smoke.TYPE_QUANTS["cpu"] == ()
 
 
 def test_no_types_and_quants_leave_them_out(on_cuda: Path, made_models: list, tmp_path: Path,

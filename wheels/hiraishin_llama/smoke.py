@@ -217,9 +217,8 @@ def default_cases(backend: str, quants: list[str], kv_types: list[str], gpu_laye
     return cases
 
 
-def type_cases(backend: str, main_quants: list[str]) -> list[Case]:
-    """The default run's weight-type cases (TYPE_QUANTS less the main models' types): KV f16, then the controls."""
-    quants = [quant for quant in TYPE_QUANTS[backend] if quant not in main_quants]
+def type_cases(backend: str, quants: list[str]) -> list[Case]:
+    """The default run's weight-type cases, one model of each of ``quants``: KV f16, then the controls."""
     on, off = ("identical", "differ") if backend in exact_backends() else ("none", "none")
     return [Case(quant, "f16", True, on) for quant in quants] + [Case(quant, "f16", False, off) for quant in quants]
 
@@ -577,11 +576,12 @@ def main(argv: list[str] | None = None) -> int:
     # MoE cases (those would be the same models at another layer count, under the same names).
     main_moe = args.model is None and preset_is_moe(preset)
     run_moe = args.model is None and args.moe is not False and not main_moe
-    extra_types = [] if args.model is not None or main_moe or args.quants or args.types is False else [
-        quant for quant in TYPE_QUANTS[backend] if quant not in quants]
     if args.types and args.quants:
         parser.error("--types adds the default weight types to the default models; with --quants, name the "
                      "types in --quants instead")
+    # beside the default models only: --quants names every model of its run
+    run_types = args.model is None and not main_moe and not args.quants and args.types is not False
+    extra_types = list(TYPE_QUANTS[backend]) if run_types else []
     synthetic_sets = [] if args.model is not None else [
         SyntheticModels(preset, n_layer, (*quants, *extra_types), named=main_moe),
         *(SyntheticModels(m.preset, m.n_layer, (m.quant,), named=True) for m in (MOE_MODELS[backend] if run_moe else ())),
@@ -616,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
         cases = default_cases(backend, quants, kv_types, gpu_layers or None, moe=main_moe,
                               preset=preset if main_moe else None)
         if extra_types:
-            cases += type_cases(backend, quants)
+            cases += type_cases(backend, extra_types)
         if run_moe:
             cases += moe_cases(backend)
         try:
@@ -660,9 +660,9 @@ def main(argv: list[str] | None = None) -> int:
         "build": runtime.build_info(),
         "gpus": [asdict(g) for g in runtime.gpus()],
         "models": {name: str(path) for name, path in models.items()},
-        # Whether mixture-of-experts cases ran, the synthetic ones among them, and where MoE is claimed exact.
         # The weight-type cases of the default run beside the main models'.
         "types": {"quants": extra_types, "cases": 2 * len(extra_types)},
+        # Whether mixture-of-experts cases ran, the synthetic ones among them, and where MoE is claimed exact.
         "moe": {"cases": sum(1 for r in results if r.case.moe),
                 "synthetic": [asdict(m) for m in MOE_MODELS[backend]] if run_moe else [],
                 "exact_moe_backends": sorted(exact_moe_backends())},
