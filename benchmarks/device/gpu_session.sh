@@ -8,11 +8,12 @@
 #   gpu_session.sh wait            # waits for a build still running
 #   gpu_session.sh optests [bi]    # test-backend-ops and test-batch-invariance on CUDA0 (bi: the batch-invariance cases only)
 #   gpu_session.sh optests types   # the batch-invariance families over ggml's type table, switch on and a control
+#   gpu_session.sh optests match RE  # every batch-invariance case whose name matches RE, switch on and off
 #   gpu_session.sh replay-spec     # hiraishin-replay spec: self-draft and a 1-layer draft, switch on; switch-off control
 #   gpu_session.sh install         # PEP 503 index, fresh venv, pip install [cu13], --version
 #   gpu_session.sh smoke [ARGS]    # hiraishin-llama-smoke in that venv
 #   gpu_session.sh spec            # llama-speculative-simple vs llama-server greedy
-#   gpu_session.sh fault NAME      # apply benchmarks/faults/fault-NAME.diff, rebuild, swap the rebuilt files in
+#   gpu_session.sh fault NAME      # apply benchmarks/faults/fault-NAME.diff (or the diff at the path NAME), rebuild, swap the rebuilt files in
 #   gpu_session.sh unfault NAME    # revert it (the next rebuild picks it up)
 #   gpu_session.sh experts-cpu     # the smoke's qwen3moe model, --cpu-moe, CUDA fusion off: a diagnostic replay
 #   gpu_session.sh partial TAG     # replay with the 4-layer Q4_K_M model split GPU/CPU (--ngl 2), by switch name
@@ -74,6 +75,12 @@ optests)
     # The families over ggml's type table (256 rows: type_a=T,m=256,... in their names) take most of a run (the IQ1/IQ2
     # quantizers, 33 types): `optests types` runs them, `optests bi` the rest (about a minute).
     table_ops=MUL_MAT_BATCH_INVARIANCE,FFN_BATCH_INVARIANCE,MUL_MAT_BIAS_BATCH_INVARIANCE
+    if [ "${2:-}" = match ]; then
+        tag=${4:-match}
+        run "tbo-$tag-on"  GGML_BATCH_INVARIANT=1 ./test-backend-ops -b CUDA0 -o "$bi_ops,MUL_MAT_BIAS_BATCH_INVARIANCE" -p "$3"
+        run "tbo-$tag-off" GGML_BATCH_INVARIANT=0 ./test-backend-ops -b CUDA0 -o "$bi_ops,MUL_MAT_BIAS_BATCH_INVARIANCE" -p "$3"
+        exit 0
+    fi
     if [ "${2:-}" = types ]; then
         run tbo-types-on  GGML_BATCH_INVARIANT=1 ./test-backend-ops -b CUDA0 -o $table_ops -p '^type_a=[^,]+,m=256,'
         # the control at 5 and 16 columns of each type: enough to show what the switch removes
@@ -256,6 +263,8 @@ fault|unfault)
     # copies from the build tree's bin/ (defaults: the CUDA backend and the op tests).
     name=$2
     diff=$REPO/benchmarks/faults/fault-$name.diff
+    # a candidate change under benchmarks/tuning/ goes in the same way, named by its path
+    if [ -f "$REPO/$name" ]; then diff=$REPO/$name; name=$(basename "$name" | sed 's/\.[a-z]*$//'); fi
     pkg=$(dirname "$(package_bin)")
     swap=${FAULT_SWAP:-bin/libggml-cuda.so}
     # unfault restores what fault swapped in, whatever FAULT_SWAP says then

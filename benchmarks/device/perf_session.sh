@@ -130,9 +130,12 @@ timeline)
     # Which kernels make a MoE verify pass of b tokens cost more exact than stock: every launch's duration
     # over a run that ends in three timed passes alike (--reps 3 --warmup 0), which ncu_timeline.py cuts out.
     preset=${2:-qwen3moe}
+    mkdir -p "$MODELS"
     quant=${3:-$([ "$preset" = gpt-oss ] && echo MXFP4_MOE || echo Q4_K_M)}
     timeline_model="$MODELS/$preset-1l-seed1-$quant-direct.gguf"
-    [ -f "$timeline_model" ] || { echo "no $timeline_model: run the bench phase of --preset $preset first"; exit 1; }
+    # the bench's draft model, made here when no bench ran before (the wheel's llama-quantize on PATH)
+    [ -f "$timeline_model" ] || PATH=$VENV/bin:$PATH "$VENV/bin/python" -m hiraishin_llama.synthetic --preset "$preset" \
+        --n-layer 1 --seed 1 --direct --quant "$quant" --out "$timeline_model" > /dev/null || exit 1
     NCU=$(command -v ncu || find /opt/nvidia -name ncu -type f 2>/dev/null | head -1)
     [ -n "$NCU" ] || { echo "ncu not found"; exit 1; }
     files=()
