@@ -23,6 +23,8 @@ from pathlib import Path
 # (section, metric) -> key in the summary
 METRICS = {
     ("GPU Speed Of Light Throughput", "Duration"): "duration_us",
+    # --metrics gpu__time_duration.sum: the duration alone, one replay pass per launch (a whole run's timeline)
+    ("Command line profiler metrics", "gpu__time_duration.sum"): "duration_us",
     ("GPU Speed Of Light Throughput", "Compute (SM) Throughput"): "sm_throughput_pct",
     ("GPU Speed Of Light Throughput", "Memory Throughput"): "memory_throughput_pct",
     ("GPU Speed Of Light Throughput", "DRAM Throughput"): "dram_throughput_pct",
@@ -108,7 +110,9 @@ def summarize_rows(rows: list[dict[str, str]], metrics: dict[tuple[str, str], st
             value = number(row["Metric Value"])
             if key == "duration_us" and isinstance(value, float):
                 unit = row["Metric Unit"]
-                value = value / 1000.0 if unit == "ns" else value * 1000.0 if unit == "ms" else value
+                # the section's units are ns/us/ms, a --metrics column's nsecond/usecond/msecond
+                value = (value / 1000.0 if unit in ("ns", "nsecond") else
+                         value * 1000.0 if unit in ("ms", "msecond") else value)
             launch[key] = value
     return sorted(launches.values(), key=lambda launch: launch["id"])
 

@@ -138,16 +138,24 @@ timeline)
         --n-layer 1 --seed 1 --direct --quant "$quant" --out "$timeline_model" > /dev/null || exit 1
     NCU=$(command -v ncu || find /opt/nvidia -name ncu -type f 2>/dev/null | head -1)
     [ -n "$NCU" ] || { echo "ncu not found"; exit 1; }
+    # ncu on the program itself, not on its Python launcher: under ncu the launcher's execve ran for 150 s
+    # without one kernel profiled (revision 19, b = 1). The launcher's environment (library path, switch) is
+    # set here instead; the switch per mode below.
+    replay_bin=$("$VENV/bin/python" -c 'from hiraishin_llama import _launch; print(_launch.program_path("hiraishin-replay"))')
+    replay_libs=$("$VENV/bin/python" -c 'from hiraishin_llama import _launch; print(_launch.program_environment().get("LD_LIBRARY_PATH", ""))')
     files=()
     for b in ${4:-1 4 8}; do
         for switch in 1 0; do
             mode=$([ "$switch" = 1 ] && echo exact || echo stock)
             csv="$OUT/timeline-$preset-b$b-$mode.csv"
-            GGML_CUDA_BATCH_INVARIANT=$switch timeout 150 "$NCU" --clock-control none --target-processes all \
-                --kernel-name-base demangled --section SpeedOfLight --csv --page details \
-                "$VENV/bin/hiraishin-replay" bench --model "$timeline_model" --ctx 2048 --n-prompt 512 --n-gen 1 \
+            # the duration alone: one replay pass a launch; a short prompt keeps the run's launches few
+            t=$(date +%s)
+            GGML_BATCH_INVARIANT=$switch GGML_CUDA_BATCH_INVARIANT=$switch LD_LIBRARY_PATH=$replay_libs \
+                timeout "${TIMELINE_LIMIT:-120}" "$NCU" --clock-control none --target-processes all \
+                --kernel-name-base demangled --metrics gpu__time_duration.sum --csv --page details \
+                "$replay_bin" bench --model "$timeline_model" --ctx 1024 --n-prompt 64 --n-gen 1 \
                 --batches "$b" --reps 3 --warmup 0 --bandwidth-mib 0 > "$csv" 2> "${csv%.csv}.err"
-            echo "b=$b $mode: rc=$? $(grep -c '"Duration"' "$csv") launches"
+            echo "b=$b $mode: rc=$? in $(( $(date +%s) - t ))s, $(grep -c 'gpu__time_duration' "$csv") launches"
             files+=("$csv")
         done
     done

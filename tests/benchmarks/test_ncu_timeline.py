@@ -15,12 +15,18 @@ HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context",
           '"Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"')
 
 
-def _csv(kernels: list[tuple[str, str, float]]) -> str:
-    """ncu rows, one duration each (ns), with the program's output between them as ncu leaves it."""
+SECTION = ("GPU Speed Of Light Throughput", "Duration", "ns")
+METRIC = ("Command line profiler metrics", "gpu__time_duration.sum", "nsecond")
+
+
+def _csv(kernels: list[tuple[str, str, float]], metric: tuple[str, str, str] = SECTION) -> str:
+    """ncu rows, one duration each (ns), with the program's output between them as ncu leaves it; as the
+    SpeedOfLight section gives it, or (METRIC) --metrics gpu__time_duration.sum."""
+    section, name, unit = metric
     rows = ["==PROF== Connected to process 1", HEADER]
     for launch, (kernel, grid, ns) in enumerate(kernels):
         rows.append(f'"{launch}","1","hiraishin-replay","h","void {kernel}(const void *)","1","7","(32, 4, 1)",'
-                    f'"{grid}","0","9.0","GPU Speed Of Light Throughput","Duration","ns","{ns:,.0f}"')
+                    f'"{grid}","0","9.0","{section}","{name}","{unit}","{ns:,.0f}"')
         if launch == 2:
             rows.append("   1      4.172      4.249")
     return "\n".join(rows) + "\n"
@@ -42,9 +48,10 @@ def _run(b: int, expert_ns: float) -> list[tuple[str, str, float]]:
     return [*_pass(16, 1e5), *prompt, *_pass(1, 3e4), *(_pass(b, expert_ns) * 3)]
 
 
-def _write(tmp_path: Path, name: str, kernels: list[tuple[str, str, float]]) -> Path:
+def _write(tmp_path: Path, name: str, kernels: list[tuple[str, str, float]],
+           metric: tuple[str, str, str] = SECTION) -> Path:
     path = tmp_path / name
-    path.write_text(_csv(kernels))
+    path.write_text(_csv(kernels, metric))
     return path
 
 
@@ -92,3 +99,14 @@ def test_alike_launches_at_the_end_of_a_pass_are_not_taken_for_a_pass(tmp_path: 
     one = [*_pass(4, 8e4), *[("cpy_f32_f32", "(1, 1, 1)", 100)] * 3]
     path = _write(tmp_path, "t-b4-exact.csv", [*_pass(16, 1e5), *(one * 3)])
     assert ncu_timeline.compare([path])[4]["exact"]["launches"] == len(one)
+
+
+def test_the_duration_metric_alone_reads_as_the_section_does(tmp_path: Path) -> None:
+    # perf_session.sh timeline profiles a whole run with --metrics gpu__time_duration.sum (one pass a launch)
+    by_metric = ncu_timeline.read_pass(_write(tmp_path, "m-b4-exact.csv", _run(4, 80000), METRIC))
+    by_section = ncu_timeline.read_pass(_write(tmp_path, "s-b4-exact.csv", _run(4, 80000)))
+    assert by_metric == by_section and by_metric["us"] == pytest.approx(2 + 1.5 + 9 + 6 + 3 + 2.5 + 80 + 40 + 20)
+    # an unknown metric gives no duration, which is refused rather than summed as zero
+    other = _write(tmp_path, "o-b4-exact.csv", _run(4, 80000), ("Command line profiler metrics", "sm__cycles", "cycle"))
+    with pytest.raises(ncu_timeline.ReportError, match="without its duration"):
+        ncu_timeline.read_pass(other)

@@ -185,13 +185,16 @@ def made_models(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, tuple[s
     """Stands in for making the synthetic models: files that pass the GGUF check, and a list of what was asked."""
     asked: list[tuple[str, int, tuple[str, ...]]] = []
 
-    def prepare(work_dir: Path, preset: str, n_layer: int, quants: list[str], seed: int) -> dict[str, Path]:
+    def prepare(work_dir: Path, preset: str, n_layer: int, quants: list[str], seed: int,
+                seconds: dict[str, float] | None = None) -> dict[str, Path]:
         asked.append((preset, n_layer, tuple(quants)))
         work_dir.mkdir(parents=True, exist_ok=True)
         made = {}
         for quant in quants:
             made[quant] = smoke.model_file(work_dir, preset, n_layer, seed, quant)
             made[quant].write_bytes(b"GGUF")
+            if seconds is not None:
+                seconds[made[quant].name] = 2.5  # each file "took" 2.5 s
         return made
 
     monkeypatch.setattr(smoke, "prepare_models", prepare)
@@ -359,8 +362,14 @@ def test_the_default_cuda_run_has_a_model_of_each_common_weight_type(on_cuda: Pa
         f"{q} kv=f16 switch off" for q in ("Q8_0", "Q5_K_M", "IQ4_XS", "BF16")]
     expects = {c["name"]: c["expect"] for c in report["cases"]}
     assert expects["IQ4_XS kv=f16 switch on"] == "identical" and expects["BF16 kv=f16 switch off"] == "differ"
-    assert report["types"] == {"quants": ["Q8_0", "Q5_K_M", "IQ4_XS", "BF16"], "cases": 8}
-    assert "F16" not in report["types"]["quants"]  # not covered on CUDA: its fused FFN differs
+    types = report["types"]
+    assert (types["quants"], types["cases"]) == (["Q8_0", "Q5_K_M", "IQ4_XS", "BF16"], 8)
+    assert "F16" not in types["quants"]  # not covered on CUDA: its fused FFN differs
+    # what they cost: their eight replays, and the making of their four models (not the main models')
+    type_cases = [c for c in report["cases"] if c["quant"] in types["quants"]]
+    assert all(isinstance(c["seconds"], float) and c["seconds"] >= 0 for c in report["cases"])
+    assert types["seconds"] == pytest.approx(sum(c["seconds"] for c in type_cases), abs=0.2)
+    assert types["model_seconds"] == 4 * 2.5 and len(report["model_seconds"]) == 6
 
 
 def test_type_cases_are_judged_only_where_the_build_claims_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -377,7 +386,8 @@ def test_no_types_and_quants_leave_them_out(on_cuda: Path, made_models: list, tm
                                             capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err, report = run(tmp_path, capsys, "--kv", "f16", "--batches", "2", "--no-moe", "--no-types")
     assert code == 0, out + err
-    assert made_models == [("qwen3-8b", 4, ("Q4_K_M", "Q6_K"))] and report["types"] == {"quants": [], "cases": 0}
+    assert made_models == [("qwen3-8b", 4, ("Q4_K_M", "Q6_K"))]
+    assert report["types"] == {"quants": [], "cases": 0, "seconds": 0, "model_seconds": 0}
     made_models.clear()
     code, out, err, report = run(tmp_path, capsys, "--kv", "f16", "--batches", "2", "--no-moe", "--quants", "Q6_K")
     assert code == 0 and made_models == [("qwen3-8b", 4, ("Q6_K",))]

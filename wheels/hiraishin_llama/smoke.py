@@ -153,6 +153,8 @@ class CaseResult:
     passed: bool
     error: str | None = None
     report: dict | None = field(default=None, repr=False)
+    seconds: float | None = None
+    """Wall time of the case's replay."""
 
 
 def backend_in_use() -> str:
@@ -254,21 +256,30 @@ def model_file(work_dir: Path, preset: str, n_layer: int, seed: int, quant: str)
     return work_dir / f"{preset}-{n_layer}l-seed{seed}-{quant}.gguf"
 
 
-def prepare_models(work_dir: Path, preset: str, n_layer: int, quants: list[str], seed: int) -> dict[str, Path]:
-    """Synthetic models, made once per (preset, layers, seed) and reused: same seed, same bytes."""
+def prepare_models(work_dir: Path, preset: str, n_layer: int, quants: list[str], seed: int,
+                   seconds: dict[str, float] | None = None) -> dict[str, Path]:
+    """Synthetic models, made once per (preset, layers, seed) and reused: same seed, same bytes. The wall time of
+    each file made goes to ``seconds`` under its name (what a run's new cases cost the first time)."""
     quantizer = tool_dir() / synthetic.QUANTIZER_NAME
     models = {}
     f16 = model_file(work_dir, preset, n_layer, seed, "F16")
+    timings = {} if seconds is None else seconds
     for quant in quants:
         target = model_file(work_dir, preset, n_layer, seed, quant)
         if not target.is_file():
             if not f16.is_file():
                 print(f"making synthetic model {f16.name} ...", flush=True)
+                started = time.monotonic()
                 synthetic.make_model(preset, seed, n_layer, f16)
+                timings[f16.name] = round(time.monotonic() - started, 1)
+                print(f"  made ({timings[f16.name]} s)", flush=True)
             print(f"quantizing to {quant} ...", flush=True)
+            started = time.monotonic()
             partial = target.with_suffix(".partial")
             synthetic.quantize(f16, partial, quant, quantizer)
             partial.replace(target)
+            timings[target.name] = round(time.monotonic() - started, 1)
+            print(f"  quantized ({timings[target.name]} s)", flush=True)
         models[quant] = target
     return models
 
@@ -298,7 +309,8 @@ def run_case(case: Case, model: Path, args: argparse.Namespace, json_dir: Path, 
     print(f"running {case.name} ({number}/{total}) ...", flush=True)
     started = time.monotonic()
     completed = subprocess.run(command, env=env, capture_output=True, text=True)
-    print(f"  {case_outcome(case, completed.returncode)} ({time.monotonic() - started:.1f} s)", flush=True)
+    seconds = round(time.monotonic() - started, 1)
+    print(f"  {case_outcome(case, completed.returncode)} ({seconds:.1f} s)", flush=True)
     if completed.returncode == EXIT_USAGE:
         message = replay_refusal(completed.stderr) or f"hiraishin-replay refused {case.name} (exit 2)"
         if case.experts_on_cpu and "unknown option '--cpu-moe'" in message:
@@ -308,15 +320,16 @@ def run_case(case: Case, model: Path, args: argparse.Namespace, json_dir: Path, 
     report = json.loads(report_path.read_text()) if report_path.is_file() else None
     if completed.returncode not in (0, 1) or report is None:
         tail = "\n".join((completed.stderr or completed.stdout).strip().splitlines()[-5:])
-        return CaseResult(case, completed.returncode, False, error=tail or "no report written", report=report)
+        return CaseResult(case, completed.returncode, False, error=tail or "no report written", report=report,
+                          seconds=seconds)
     if case.experts_on_cpu and report.get("tensors_overridden") == 0:
         # The replay only warns, as llama.cpp does; but this case would have tested the model with every
         # tensor on the GPU under a name that says otherwise.
-        return CaseResult(case, completed.returncode, False, report=report,
+        return CaseResult(case, completed.returncode, False, report=report, seconds=seconds,
                           error=f"--cpu-moe put no tensor of {model.name} on the CPU (the model has "
                                 f"{report.get('n_expert', 0)} experts per layer), so nothing with its experts on "
                                 "the CPU was tested")
-    return CaseResult(case, completed.returncode, completed.returncode == 0, report=report)
+    return CaseResult(case, completed.returncode, completed.returncode == 0, report=report, seconds=seconds)
 
 
 REPLAY_ERROR = "hiraishin-replay: error: "
@@ -570,6 +583,8 @@ def main(argv: list[str] | None = None) -> int:
                      + (f"give 1 to {n_layer - 1}, or raise --n-layer" if n_layer > 1 else "raise --n-layer"))
 
     work_dir = None if args.model is not None else (args.work_dir or runtime.cache_dir() / "models")
+    # seconds per model file made by this run (none where the cache had them)
+    model_seconds: dict[str, float] = {}
     preset = args.preset or "qwen3-8b"
     seed = 1 if args.seed is None else args.seed
     # A mixture-of-experts --preset makes the --quants/--kv cases MoE cases, which stand in for the default
@@ -622,7 +637,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             models = {}
             for chosen in synthetic_sets:
-                made = prepare_models(work_dir, chosen.preset, chosen.n_layer, list(chosen.quants), seed)
+                made = prepare_models(work_dir, chosen.preset, chosen.n_layer, list(chosen.quants), seed,
+                                      model_seconds)
                 models.update({chosen.label(quant): path for quant, path in made.items()})
         except (OSError, ValueError, synthetic.QuantizationError) as error:
             # One error line; the quantizer's own last lines, if any, follow it indented, as its evidence.
@@ -660,8 +676,14 @@ def main(argv: list[str] | None = None) -> int:
         "build": runtime.build_info(),
         "gpus": [asdict(g) for g in runtime.gpus()],
         "models": {name: str(path) for name, path in models.items()},
-        # The weight-type cases of the default run beside the main models'.
-        "types": {"quants": extra_types, "cases": 2 * len(extra_types)},
+        # The weight-type cases of the default run beside the main models', and what they cost: their replays and
+        # (on a first run) the making of their models.
+        "types": {"quants": extra_types, "cases": 2 * len(extra_types),
+                  "seconds": round(sum(r.seconds or 0 for r in results
+                                       if r.case.quant in extra_types and not r.case.moe), 1),
+                  "model_seconds": round(sum(t for name, t in model_seconds.items()
+                                             if any(name.endswith(f"-{q}.gguf") for q in extra_types)), 1)},
+        "model_seconds": model_seconds,
         # Whether mixture-of-experts cases ran, the synthetic ones among them, and where MoE is claimed exact.
         "moe": {"cases": sum(1 for r in results if r.case.moe),
                 "synthetic": [asdict(m) for m in MOE_MODELS[backend]] if run_moe else [],
@@ -670,7 +692,7 @@ def main(argv: list[str] | None = None) -> int:
         "batches": batches,
         "cases": [
             {**asdict(r.case), "name": r.case.name, "exit_code": r.exit_code, "passed": r.passed,
-             "error": r.error, "report": r.report}
+             "error": r.error, "seconds": r.seconds, "report": r.report}
             for r in results
         ],
         "notes": notes,
