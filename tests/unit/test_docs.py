@@ -243,7 +243,8 @@ def test_the_guarantee_s_weight_types_come_from_the_coverage_data(project: Path)
     header, = [line for line in page.splitlines() if line.startswith("| type |")]
     assert header == "| type | CUDA dense | CUDA experts | CPU dense | CPU experts |"
     assert _table_row(page, "Q4_K")[:2] == ["yes", "yes"]  # the smoke runs a Q4_K_M model on CUDA
-    assert _table_row(page, "IQ4_XS")[0] == "op tests"
+    assert _table_row(page, "IQ4_XS")[0] == "yes"  # and an IQ4_XS model since revision 19
+    assert _table_row(page, "IQ4_NL")[0] == "op tests"
     cuda_f16 = _table_row(page, "F16")[0]
     number = int(re.fullmatch(r"no \((\d+)\)", cuda_f16)[1])
     reason = _coverage(project)["backends"]["cuda"]["dense"]["types"]["F16"]["reason"]

@@ -195,13 +195,23 @@ def test_gpt_oss_mxfp4_experts_are_covered(tmp_path: Path, capsys: pytest.Captur
 
 
 def test_the_notes_say_where_the_basis_is_op_tests_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    model = write_gguf(tmp_path / "bf16.gguf", "qwen3", dense_tensors(types=dict.fromkeys(
+    model = write_gguf(tmp_path / "q4_0.gguf", "qwen3", dense_tensors(types=dict.fromkeys(
         ("token_embd", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down", "output"),
-        Q.BF16)))
+        Q.Q4_0)))
     code, out, _ = run([model, "--backend", "cuda"], capsys)
     assert code == 0
-    assert line(out, "cuda:") == "cuda: covered (dense BF16)"
-    assert line(out, "note:") == "note: on cuda, dense BF16: op tests only: no BF16 model has been measured"
+    assert line(out, "cuda:") == "cuda: covered (dense Q4_0)"
+    assert line(out, "note:") == "note: on cuda, dense Q4_0: op tests only: no Q4_0 model has been measured"
+
+
+def test_a_type_the_smoke_measured_in_a_model_has_no_op_tests_only_note(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # BF16 and IQ4_XS models are smoke cases on CUDA (smoke-h200-rev19-b10018-1.2.0.json)
+    model = write_gguf(tmp_path / "m.gguf", "qwen3", dense_tensors(types={"attn_v": Q.IQ4_XS, "ffn_up": Q.BF16}))
+    code, out, _ = run([model, "--backend", "cuda"], capsys)
+    assert code == 0 and set(line(out, "cuda:")[len("cuda: covered (dense "):-1].split(", ")) == {
+        "Q4_K", "Q6_K", "IQ4_XS", "BF16"}
+    assert "note:" not in out
 
 
 # --- models that are not covered ------------------------------------------------------------------------------
@@ -229,7 +239,7 @@ def test_a_weight_type_not_covered_on_cuda_is_named_with_its_tensors_and_reason(
     assert "so on cuda greedy speculative decoding may differ from plain greedy decoding" in out
 
 
-@pytest.mark.parametrize("qtype", [Q.Q5_0, Q.IQ4_XS, Q.Q3_K, Q.IQ2_XXS])
+@pytest.mark.parametrize("qtype", [Q.Q5_0, Q.IQ4_NL, Q.Q3_K, Q.IQ2_XXS])
 def test_the_types_of_the_table_covered_by_op_tests_say_so(tmp_path: Path, qtype: Q,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     model = write_gguf(tmp_path / "m.gguf", "qwen3", dense_tensors(types={"attn_v": qtype}))
