@@ -159,8 +159,9 @@ def complete(base: str, prompt: str, n_predict: int, timeout_s: float) -> dict:
         return json.loads(response.read())
 
 
-def server_args(model: Path, *, draft: bool, draft_n_max: int | None = None) -> list[str]:
-    args = ["-m", str(model), *SERVER_ARGS]
+def server_args(model: Path, *, draft: bool, draft_n_max: int | None = None, extra: tuple[str, ...] = ()) -> list[str]:
+    """``extra``: more llama-server arguments for both servers, e.g. ``--rpc HOST:PORT -ngl N`` (a split model)."""
+    args = ["-m", str(model), *SERVER_ARGS, *extra]
     if draft:
         args += ["-md", str(model), *DRAFT_ARGS]
         if draft_n_max is not None:
@@ -169,11 +170,12 @@ def server_args(model: Path, *, draft: bool, draft_n_max: int | None = None) -> 
 
 
 def serve(venv: Path, model: Path, log_path: Path, *, draft: bool, switch_on: bool, prompts: tuple[str, ...] = PROMPTS,
-          n_predict: int = 200, draft_n_max: int | None = None, timeout_s: float = 600.0) -> Run:
+          n_predict: int = 200, draft_n_max: int | None = None, timeout_s: float = 600.0,
+          extra: tuple[str, ...] = ()) -> Run:
     """The server of ``venv`` answering ``prompts`` one after the other; stops at the first request
     that gets no answer (the server died or hung) and records why."""
     run = Run(label=f"{'draft' if draft else 'plain'}-{'on' if switch_on else 'off'}",
-              args=server_args(model, draft=draft, draft_n_max=draft_n_max), env=SWITCH_ENV[switch_on],
+              args=server_args(model, draft=draft, draft_n_max=draft_n_max, extra=extra), env=SWITCH_ENV[switch_on],
               n_predict=n_predict)
     started = time.monotonic()
     try:
@@ -221,18 +223,19 @@ def compare(plain: Run, draft: Run) -> list[dict]:
 
 
 def switch_state(venv: Path, model: Path, log_dir: Path, *, switch_on: bool, prompts: tuple[str, ...] = PROMPTS,
-                 n_predict: int = 200, draft_n_max: int | None = None, plain_after_failure: bool = True) -> dict:
+                 n_predict: int = 200, draft_n_max: int | None = None, plain_after_failure: bool = True,
+                 extra: tuple[str, ...] = ()) -> dict:
     """The draft server's run, then the plain one's (skipped when the draft server failed and
     ``plain_after_failure`` is false), and their comparison."""
     name = "on" if switch_on else "off"
     draft = serve(venv, model, log_dir / f"draft-{name}.log", draft=True, switch_on=switch_on, prompts=prompts,
-                  n_predict=n_predict, draft_n_max=draft_n_max)
+                  n_predict=n_predict, draft_n_max=draft_n_max, extra=extra)
     if draft.failure and not plain_after_failure:
-        plain = Run(label=f"plain-{name}", args=server_args(model, draft=False), env=SWITCH_ENV[switch_on],
+        plain = Run(label=f"plain-{name}", args=server_args(model, draft=False, extra=extra), env=SWITCH_ENV[switch_on],
                     n_predict=n_predict, failure="not run: the draft server failed")
     else:
         plain = serve(venv, model, log_dir / f"plain-{name}.log", draft=False, switch_on=switch_on,
-                      prompts=prompts, n_predict=n_predict)
+                      prompts=prompts, n_predict=n_predict, extra=extra)
     rows = compare(plain, draft)
     return {"plain": plain, "draft": draft, "per_prompt": rows,
             "identical": sum(r["identical"] for r in rows), "compared": len(rows)}
@@ -255,6 +258,9 @@ def main() -> None:
     parser.add_argument("--n-predict", type=int, default=200)
     parser.add_argument("--switch", choices=("on", "off", "both"), default="both")
     parser.add_argument("--draft-n-max", type=int, help="--spec-draft-n-max (default: the server's, 3)")
+    parser.add_argument("--server-arg", action="append", default=[], metavar="ARG",
+                        help="one more llama-server argument for both servers (repeat it), e.g. --server-arg=--rpc "
+                             "--server-arg=127.0.0.1:50052 --server-arg=-ngl --server-arg=16 for a split model")
     parser.add_argument("--log-dir", type=Path, default=Path("server-exact-logs"))
     parser.add_argument("--json", type=Path, help="write the report here")
     parser.add_argument("--device", default=f"{platform.machine()}, {platform.processor() or 'cpu'}")
@@ -264,7 +270,8 @@ def main() -> None:
     states = {}
     for name in (("on", "off") if args.switch == "both" else (args.switch,)):
         states[name] = switch_state(args.venv, args.model, args.log_dir, switch_on=name == "on", prompts=prompts,
-                                    n_predict=args.n_predict, draft_n_max=args.draft_n_max)
+                                    n_predict=args.n_predict, draft_n_max=args.draft_n_max,
+                                    extra=tuple(args.server_arg))
         print(f"switch {name}: identical {states[name]['identical']}/{states[name]['compared']}; "
               f"served plain {states[name]['plain'].served}, draft {states[name]['draft'].served} "
               f"of {len(prompts)}", flush=True)

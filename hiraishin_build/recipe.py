@@ -21,12 +21,15 @@ BACKENDS = ("cpu", "cuda")
 # Defines every wheel shares, whatever the recipe says: shared libraries so the
 # console scripts and the replay use one libllama; backends as loadable modules
 # so a CUDA wheel still runs on a machine without a GPU; every CPU variant so
-# the CPU backend is fast on any x86-64; no web UI assets (no npm build, no download).
+# the CPU backend is fast on any x86-64; the RPC backend, for rpc-server workers
+# and --rpc clients (a model split across machines); no web UI assets (no npm
+# build, no download).
 COMMON_DEFINES: dict[str, str] = {
     "BUILD_SHARED_LIBS": "ON",
     "GGML_BACKEND_DL": "ON",
     "GGML_CPU_ALL_VARIANTS": "ON",
     "GGML_NATIVE": "OFF",
+    "GGML_RPC": "ON",
     "LLAMA_BUILD_UI": "OFF",
     "LLAMA_USE_PREBUILT_UI": "OFF",
     "LLAMA_CURL": "OFF",

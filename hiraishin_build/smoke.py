@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -217,6 +218,37 @@ def llama_server(venv: Path, args: Sequence[str], log_path: Path, *, timeout_s: 
                 raise SmokeFailed(f"llama-server did not become ready in {timeout_s:.0f} s", hint=f"see {log_path}")
             time.sleep(0.5)
         yield base, time.monotonic() - started
+
+
+@contextlib.contextmanager
+def rpc_worker(venv: Path, log_path: Path, *, threads: int = 2, timeout_s: float = 60.0,
+               env: Mapping[str, str] | None = None,
+               args: Sequence[str] = ()) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The wheel's rpc-server (a worker of a model split across machines) on a free loopback port, listening:
+    yields its HOST:PORT for --rpc and its process; stopped on leaving, however the block ends. ``args``: more
+    rpc-server arguments, e.g. ``--device CUDA0``."""
+    import time
+
+    port = _free_port()
+    command = [str(venv / "bin" / "rpc-server"), "--host", "127.0.0.1", "--port", str(port),
+               "--threads", str(threads),
+               *args]
+    started = time.monotonic()
+    with proc.background(command, log_path=log_path, env=env) as process:
+        # Listening once its banner is in the log: it flushes the banner (the mode included) after it binds
+        # (patches/ggml-rpc-a-worker-says-whether-it-computes-in-batch-invarian.patch). A connection would
+        # tell too, but the server would take it for a client.
+        while True:
+            if process.poll() is not None:
+                raise SmokeFailed(f"rpc-server exited with status {process.returncode} before it listened",
+                                  hint=f"see {log_path}:\n" + proc.tail(log_path.read_text(errors="replace"), 10))
+            if "  transport" in log_path.read_text(errors="replace"):
+                break
+            if time.monotonic() - started > timeout_s:
+                raise SmokeFailed(f"rpc-server did not listen on 127.0.0.1:{port} in {timeout_s:.0f} s",
+                                  hint=f"see {log_path}")
+            time.sleep(0.2)
+        yield f"127.0.0.1:{port}", process
 
 
 def serve_check(venv: Path, model: Path, log_path: Path, *, timeout_s: float = 120.0,

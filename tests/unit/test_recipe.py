@@ -194,9 +194,11 @@ def test_recipes_command_shows_needs_budget_and_label() -> None:
 
 def test_every_wheel_gets_the_portable_shared_build_defines() -> None:
     # Shared libraries (one libllama for the tools), backends as modules (a CUDA wheel runs without a GPU),
-    # every CPU variant and no -march=native (any x86-64), no web UI, no network libraries.
+    # every CPU variant and no -march=native (any x86-64), the RPC backend (rpc-server), no web UI, no network
+    # libraries.
     shared = {"BUILD_SHARED_LIBS": "ON", "GGML_BACKEND_DL": "ON", "GGML_CPU_ALL_VARIANTS": "ON",
-              "GGML_NATIVE": "OFF", "LLAMA_BUILD_UI": "OFF", "LLAMA_USE_PREBUILT_UI": "OFF", "LLAMA_CURL": "OFF", "LLAMA_OPENSSL": "OFF"}
+              "GGML_NATIVE": "OFF", "GGML_RPC": "ON", "LLAMA_BUILD_UI": "OFF", "LLAMA_USE_PREBUILT_UI": "OFF",
+              "LLAMA_CURL": "OFF", "LLAMA_OPENSSL": "OFF"}
     assert COMMON_DEFINES == shared
     for recipe in load_recipes(REPO / "recipes"):
         assert shared.items() <= recipe.cmake_defines().items(), recipe.name

@@ -62,3 +62,22 @@ def test_coverage_is_a_subcommand(tmp_path, capsys: pytest.CaptureFixture[str]) 
     assert info.main(["coverage", str(not_gguf)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("hiraishin-llama coverage: error:") and str(not_gguf) in err
+
+
+@pytest.mark.parametrize("wheel", ["cpu"], indirect=True)
+def test_the_rpc_worker_is_named_where_the_wheel_has_it(wheel: tuple[list[str], list[str]], tmp_path,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from hiraishin_llama import _launch
+
+    monkeypatch.setattr(_launch, "BIN_DIR", tmp_path)
+    info.main(["--version"])
+    assert "rpc:" not in capsys.readouterr().out
+    info.main(["--json"])
+    assert json.loads(capsys.readouterr().out)["rpc_server"] is False
+    (tmp_path / _launch.RPC_SERVER).write_text("#!/bin/sh\n")
+    info.main(["--version"])
+    assert ("rpc:      rpc-server (a worker for --rpc HOST:PORT; a batch-invariant client refuses a worker whose "
+            "mode is off)\n") in capsys.readouterr().out
+    info.main(["--json"])
+    assert json.loads(capsys.readouterr().out)["rpc_server"] is True

@@ -111,7 +111,7 @@ def launched(tmp_path, monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for name in ("llama-server", "llama-cli", "llama-speculative-simple", "llama-bench", "llama-quantize",
-                 "hiraishin-replay"):
+                 "hiraishin-replay", _launch.RPC_SERVER):
         (bin_dir / name).write_text("#!/bin/sh\n")
     monkeypatch.setattr(_launch, "BIN_DIR", bin_dir)
     monkeypatch.setattr(runtime, "nvidia_library_dirs", lambda: [])
@@ -124,7 +124,8 @@ def launched(tmp_path, monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
 
 
 @pytest.mark.parametrize("settings, line", MODE_LINES, ids=[repr(s) for s, _ in MODE_LINES])
-@pytest.mark.parametrize("program", ["llama_server", "llama_cli", "llama_speculative_simple", "llama_bench"])
+@pytest.mark.parametrize("program", ["llama_server", "llama_cli", "llama_speculative_simple", "llama_bench",
+                                     "rpc_server"])
 def test_the_launched_programs_say_on_stderr_which_mode_they_run_in(
         program: str, settings: dict[str, str], line: str, launched: list[tuple],
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

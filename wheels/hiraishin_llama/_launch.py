@@ -64,9 +64,12 @@ def switch_environment(batch_invariant: bool) -> dict[str, str]:
     return env
 
 
+# upstream's rpc-server, under the name its CMake target gives it; the console script is rpc-server
+RPC_SERVER = "ggml-rpc-server"
+
 # The programs whose output depends on the mode (what they generate, or how fast): each says on stderr
 # which mode it runs in, so a log shows it; stdout stays the program's own.
-REPORTS_MODE = frozenset({"llama-server", "llama-cli", "llama-speculative-simple", "llama-bench"})
+REPORTS_MODE = frozenset({"llama-server", "llama-cli", "llama-speculative-simple", "llama-bench", RPC_SERVER})
 # The programs that generate text with a model: in batch-invariant mode each also says whether the mode covers the
 # model (-m) on the backend its layers run on (coverage.launch_line).
 REPORTS_COVERAGE = frozenset({"llama-server", "llama-cli", "llama-speculative-simple"})
@@ -110,3 +113,8 @@ def llama_quantize() -> None:
 
 def hiraishin_replay() -> None:
     run_program("hiraishin-replay")
+
+
+def rpc_server() -> None:
+    # A worker computes in the mode it is started in; a batch-invariant client refuses one that is not.
+    run_program(RPC_SERVER)

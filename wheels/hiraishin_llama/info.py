@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from . import __version__, runtime
+from . import __version__, _launch, runtime
 from ._args import ArgumentParser
 
 
@@ -28,7 +28,9 @@ def main(argv: list[str] | None = None) -> int | None:
             # stack; this wheel is exact only on those of them it was built with.
             "backends": runtime.built_backends(), "exact_backends": runtime.exact_backends(),
             "stack_exact_backends": build.get("exact_backends", []),
-            "gpus": [gpu.__dict__ for gpu in runtime.gpus()], "warnings": runtime.environment_warnings()}
+            "gpus": [gpu.__dict__ for gpu in runtime.gpus()], "warnings": runtime.environment_warnings(),
+            # the worker of a model split across machines (llama-server --rpc HOST:PORT,...), where built
+            "rpc_server": (_launch.BIN_DIR / _launch.RPC_SERVER).is_file()}
     if args.json:
         print(json.dumps(info, indent=2))
         return
@@ -52,6 +54,9 @@ def main(argv: list[str] | None = None) -> int | None:
             print(f"{key + ':':<9} {info[key]}")
     exact = ", ".join(info["exact_backends"]) or "none"
     print(f"backends: {', '.join(info['backends'])} (bit-exact verify batches: {exact})")
+    if info["rpc_server"]:
+        print("rpc:      rpc-server (a worker for --rpc HOST:PORT; a batch-invariant client refuses a worker "
+              "whose mode is off)")
     for gpu in info["gpus"]:
         print(f"gpu:      {gpu['name']} (compute capability {gpu['compute_capability']})")
     for warning in info["warnings"]:

@@ -209,6 +209,8 @@ struct Options {
     // tensor decides, as in llama.cpp. They place the target model's tensors (and so a self-draft's);
     // a separate --draft-model is loaded as --ngl says, as llama.cpp's --cpu-moe leaves its draft.
     std::vector<hiraishin::TensorOverride> tensor_overrides;
+    // rpc-server workers (HOST:PORT), as llama.cpp's --rpc: their devices take offloaded layers beside the GPUs
+    std::vector<std::string> rpc_servers;
 
     // replay
     // every verify batch size the guarantee covers: kernel choices depend on the exact width
@@ -260,6 +262,8 @@ void print_usage(FILE * out) {
         "  --ctx N                  context size (default 4096)\n"
         "  --fa on|off|auto         flash attention (default on)\n"
         "  --ngl N                  layers to offload to the GPU (default 999: all)\n"
+        "  --rpc HOST:PORT[,...]    rpc-server workers whose devices take offloaded layers, as llama.cpp's --rpc\n"
+        "                           (in batch-invariant mode a worker whose mode is off is refused)\n"
         "  --cpu-moe, -cmoe         keep every mixture-of-experts expert tensor on the CPU\n"
         "  --n-cpu-moe, -ncmoe N    keep the expert tensors of the first N layers on the CPU (0 to %d)\n"
         "  --override-tensor, -ot PATTERN=BUFFER_TYPE[,...]\n"
@@ -429,6 +433,17 @@ Options parse_options(int argc, char ** argv) {
             }
         } else if (flag == "--ngl") {
             opts.n_gpu_layers = (int) parse_integer(flag, value(), -1, 100000);
+        } else if (flag == "--rpc") {
+            std::string list = value();
+            for (size_t start = 0; start <= list.size();) {
+                const size_t end = std::min(list.find(',', start), list.size());
+                const std::string server = list.substr(start, end - start);
+                if (server.empty() || server.find(':') == std::string::npos) {
+                    throw UsageError("--rpc expects HOST:PORT[,HOST:PORT...], got '" + list + "'");
+                }
+                opts.rpc_servers.push_back(server);
+                start = end + 1;
+            }
         } else if (flag == "--cpu-moe" || flag == "-cmoe") {
             if (inline_value) {
                 throw UsageError(flag + " takes no value, got '" + *inline_value + "'; write --n-cpu-moe N to put "
@@ -1301,6 +1316,32 @@ std::vector<DeviceInfo> list_devices() {
 // With backends built as loadable modules, a module that was not found
 // leaves no device at all; say where llama.cpp looks instead of failing later
 // with a model-loading error.
+// The workers' devices, registered as llama.cpp's --rpc does (common/arg.cpp, add_rpc_devices): the model's
+// offloaded layers are then split across them and the local GPUs.
+void add_rpc_servers(const std::vector<std::string> & servers) {
+    if (servers.empty()) {
+        return;
+    }
+    ggml_backend_reg_t rpc_reg = ggml_backend_reg_by_name("RPC");
+    if (rpc_reg == nullptr) {
+        throw RuntimeFailure("--rpc: this build has no RPC backend (libggml-rpc.so); build it with GGML_RPC=ON");
+    }
+    using add_server_t = ggml_backend_reg_t (*)(const char * endpoint);
+    auto add_server = (add_server_t) ggml_backend_reg_get_proc_address(rpc_reg, "ggml_backend_rpc_add_server");
+    if (add_server == nullptr) {
+        throw RuntimeFailure("--rpc: the RPC backend has no ggml_backend_rpc_add_server");
+    }
+    for (const auto & server : servers) {
+        g_log.recent_errors.clear();
+        ggml_backend_reg_t reg = add_server(server.c_str());
+        if (reg == nullptr) {
+            // ggml-rpc has logged why: no connection, another protocol version, or its batch-invariant mode
+            throw RuntimeFailure("--rpc: the RPC server " + server + " could not be used" + recent_llama_errors());
+        }
+        ggml_backend_register(reg);
+    }
+}
+
 void require_a_device() {
     if (ggml_backend_dev_count() == 0) {
         throw RuntimeFailure("no ggml backend device is available: the backend modules (libggml-cpu*.so, "
@@ -1340,6 +1381,11 @@ void write_common_json(JsonWriter & json, const Options & opts, const LoadedMode
     json.key("ctx").value((long long) opts.n_ctx);
     json.key("fa").value(opts.fa_name);
     json.key("n_gpu_layers").value(opts.n_gpu_layers);
+    json.key("rpc_servers").begin_array();
+    for (const auto & server : opts.rpc_servers) {
+        json.value(server);
+    }
+    json.end_array();
     json.key("tensor_overrides").begin_array();
     for (const auto & override_ : opts.tensor_overrides) {
         json.begin_object();
@@ -1824,6 +1870,7 @@ int main(int argc, char ** argv) {
 
     int status = kExitOk;
     try {
+        add_rpc_servers(opts.rpc_servers);
         require_a_device();
         switch (opts.mode) {
             case Mode::Replay: status = run_replay(opts); break;
