@@ -1,12 +1,14 @@
 """A model split across rpc-server workers on this machine, replayed at every b: exact with the switch on, the
 control with it off (on the client and the workers alike).
 
-    python3 benchmarks/rpc_split.py --venv VENV --model M.gguf --ngl N [--workers 1] [--worker-device CPU]
+    python3 benchmarks/rpc_split.py --venv VENV --model M.gguf --ngl N [--worker DEVICES ...]
         [--n-gen 100] [--json report.json]
 
-VENV holds an installed hiraishin-llama wheel; its rpc-server workers listen on 127.0.0.1 (one per
---workers, each with --worker-device's devices, e.g. CUDA0 or CPU) and its hiraishin-replay runs with
---rpc and --ngl N, so llama.cpp splits the offloaded layers across the workers' devices and the local ones.
+VENV holds an installed hiraishin-llama wheel; its rpc-server workers listen on 127.0.0.1, one per
+--worker (its rpc-server --device list, e.g. CUDA0 or CPU; "all" for every device it has; default: one
+worker with all), and its hiraishin-replay runs with --rpc and --ngl N, so llama.cpp splits the offloaded
+layers across the workers' devices and the local ones. On a GPU machine, --worker CUDA0 --worker CPU is a
+CUDA worker and a CPU worker beside the local GPU.
 The report holds each run's replay report (devices, per-b differences, timings) and the workers' logs' heads.
 """
 
@@ -29,15 +31,14 @@ from hiraishin_build.smoke import rpc_worker  # noqa: E402
 SWITCH = {"on": {"GGML_BATCH_INVARIANT": "1"}, "off": {"GGML_BATCH_INVARIANT": "0"}}
 
 
-def run(venv: Path, model: Path, ngl: int, workers: int, worker_device: str | None, n_gen: int, switch: str,
-        log_dir: Path) -> dict:
+def run(venv: Path, model: Path, ngl: int, workers: list[str], n_gen: int, switch: str, log_dir: Path) -> dict:
     env = SWITCH[switch]
     with contextlib.ExitStack() as stack:
         endpoints = []
-        for i in range(workers):
+        for i, devices in enumerate(workers):
             log = log_dir / f"worker{i}-{switch}.log"
             endpoint, _ = stack.enter_context(rpc_worker(
-                venv, log, env=env, args=("--device", worker_device) if worker_device else ()))
+                venv, log, env=env, args=() if devices == "all" else ("--device", devices)))
             endpoints.append((endpoint, log))
         report = log_dir / f"replay-{switch}.json"
         command = [str(venv / "bin" / "hiraishin-replay"), "replay", "--model", str(model),
@@ -55,15 +56,15 @@ def main() -> int:
     parser.add_argument("--venv", type=Path, required=True)
     parser.add_argument("--model", type=Path, required=True)
     parser.add_argument("--ngl", type=int, required=True, help="layers offloaded (to the workers and local GPUs)")
-    parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--worker-device", default=None, help="the workers' --device (default: all of theirs)")
+    parser.add_argument("--worker", action="append", default=None, metavar="DEVICES",
+                        help="one worker with this rpc-server --device list, or all (repeat for more workers)")
     parser.add_argument("--n-gen", type=int, default=100)
     parser.add_argument("--log-dir", type=Path, default=Path("rpc-split-logs"))
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     args.log_dir.mkdir(parents=True, exist_ok=True)
-    runs = [run(args.venv, args.model, args.ngl, args.workers, args.worker_device, args.n_gen, switch, args.log_dir)
-            for switch in ("on", "off")]
+    workers = args.worker or ["all"]
+    runs = [run(args.venv, args.model, args.ngl, workers, args.n_gen, switch, args.log_dir) for switch in ("on", "off")]
     for r in runs:
         differ = {x["b"]: x["positions_differ"] for x in (r["report"] or {}).get("results", [])}
         print(f"switch {r['switch']}: exit {r['exit_code']}, positions differing per b: {differ}", flush=True)
@@ -74,7 +75,7 @@ def main() -> int:
               "recorded": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "device": f"{platform.machine()}, {os.cpu_count()} cores", "wheel": version,
               "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "model": args.model.name,
-              "ngl": args.ngl, "workers": args.workers, "runs": runs,
+              "ngl": args.ngl, "workers": workers, "runs": runs,
               "passed": all(r["exit_code"] == 0 for r in runs)}
     text = json.dumps(report, indent=2) + "\n"
     if args.json:

@@ -21,6 +21,7 @@
 #   gpu_session.sh server          # benchmarks/server_exact.py on SmolLM2 reassembled from its parts
 #   gpu_session.sh ptx ARCH        # a cu13-smARCH wheel of ARCH-virtual PTX only, run here by JIT: smoke + op tests
 #   gpu_session.sh multigpu        # on a machine with several GPUs: smoke and replays with the layers split across them
+#   gpu_session.sh rpc             # a model split across a CUDA and a CPU rpc-server worker and the local GPU, every b
 #
 # Each phase writes logs and JSON to $OUT. The machine keeps its files only
 # while calls follow each other closely, so run the phases back to back.
@@ -258,6 +259,20 @@ multigpu)
     done
     exit $rc
     ;;
+rpc)
+    # The RPC issue's split on this machine: the local CUDA backend, a CUDA worker and a CPU worker (rpc-server
+    # from the wheel, on 127.0.0.1), a 4-layer Qwen3-8B-shaped Q4_K_M model with every layer offloaded: llama.cpp
+    # spreads the layers over CUDA0, RPC0 (the CUDA worker) and RPC1 (the CPU worker).
+    model=~/.cache/hiraishin-llama/models/qwen3-8b-4l-seed1-Q4_K_M.gguf
+    [ -f "$model" ] || PATH=$VENV/bin:$PATH "$VENV/bin/python" -m hiraishin_llama.synthetic --preset qwen3-8b --n-layer 4 \
+        --seed 1 --quant Q4_K_M --out "$model" > /dev/null || exit 1
+    t=$(date +%s)
+    python3 benchmarks/rpc_split.py --venv "$VENV" --model "$model" --ngl 99 --worker CUDA0 --worker CPU --n-gen 200 \
+        --log-dir "$OUT/rpc-logs" --json "$OUT/rpc-split-h200.json" 2>&1 | tail -4
+    rc=${PIPESTATUS[0]}
+    echo "rpc_split exit $rc in $(( $(date +%s) - t ))s"
+    exit "$rc"
+    ;;
 fault|unfault)
     # FAULT_TARGETS: what to rebuild; FAULT_SWAP: package files replaced by their rebuilt
     # copies from the build tree's bin/ (defaults: the CUDA backend and the op tests).
@@ -289,5 +304,5 @@ fault|unfault)
     fi
     ;;
 *)
-    echo "usage: $0 build SDIST | wait | optests | install | smoke [ARGS] | spec | replay-spec | fault NAME | unfault NAME | experts-cpu | partial TAG | model-part DIR | server | ptx ARCH | multigpu" >&2; exit 2 ;;
+    echo "usage: $0 build SDIST | wait | optests | install | smoke [ARGS] | spec | replay-spec | fault NAME | unfault NAME | experts-cpu | partial TAG | model-part DIR | server | ptx ARCH | multigpu | rpc" >&2; exit 2 ;;
 esac
