@@ -1313,9 +1313,6 @@ std::vector<DeviceInfo> list_devices() {
     return devices;
 }
 
-// With backends built as loadable modules, a module that was not found
-// leaves no device at all; say where llama.cpp looks instead of failing later
-// with a model-loading error.
 // The workers' devices, registered as llama.cpp's --rpc does (common/arg.cpp, add_rpc_devices): the model's
 // offloaded layers are then split across them and the local GPUs.
 void add_rpc_servers(const std::vector<std::string> & servers) {
@@ -1342,6 +1339,9 @@ void add_rpc_servers(const std::vector<std::string> & servers) {
     }
 }
 
+// With backends built as loadable modules, a module that was not found
+// leaves no device at all; say where llama.cpp looks instead of failing later
+// with a model-loading error.
 void require_a_device() {
     if (ggml_backend_dev_count() == 0) {
         throw RuntimeFailure("no ggml backend device is available: the backend modules (libggml-cpu*.so, "
