@@ -29,6 +29,7 @@ generated tokens cross KV cell 256, where verify batches must be cut (docs/guara
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import hashlib
 import json
@@ -44,7 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from hiraishin_build.errors import SmokeFailed  # noqa: E402
-from hiraishin_build.smoke import llama_server  # noqa: E402
+from hiraishin_build.smoke import llama_server, rpc_worker  # noqa: E402
 
 SYSTEM = ("You are a knowledgeable and patient teacher. Answer every question in detail, in several "
           "paragraphs, with concrete examples, the history of the subject where it helps, and a short "
@@ -261,6 +262,10 @@ def main() -> None:
     parser.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                         help="one more llama-server argument for both servers (repeat it), e.g. --server-arg=--rpc "
                              "--server-arg=127.0.0.1:50052 --server-arg=-ngl --server-arg=16 for a split model")
+    parser.add_argument("--rpc-worker", action="append", default=[], metavar="DEVICES",
+                        help="start one rpc-server on 127.0.0.1 with this --device list (e.g. CUDA0, CPU, or all) "
+                             "for each switch state, with that state's switch, and pass it to both servers by "
+                             "--rpc (repeat for more workers; -ngl comes from --server-arg)")
     parser.add_argument("--log-dir", type=Path, default=Path("server-exact-logs"))
     parser.add_argument("--json", type=Path, help="write the report here")
     parser.add_argument("--device", default=f"{platform.machine()}, {platform.processor() or 'cpu'}")
@@ -269,9 +274,14 @@ def main() -> None:
     prompts = PROMPTS[:args.prompts]
     states = {}
     for name in (("on", "off") if args.switch == "both" else (args.switch,)):
-        states[name] = switch_state(args.venv, args.model, args.log_dir, switch_on=name == "on", prompts=prompts,
-                                    n_predict=args.n_predict, draft_n_max=args.draft_n_max,
-                                    extra=tuple(args.server_arg))
+        with contextlib.ExitStack() as workers:
+            endpoints = [workers.enter_context(rpc_worker(
+                args.venv, args.log_dir / f"worker{i}-{name}.log", env=SWITCH_ENV[name == "on"],
+                args=() if devices == "all" else ("--device", devices)))[0]
+                for i, devices in enumerate(args.rpc_worker)]
+            extra = (*args.server_arg, *(("--rpc", ",".join(endpoints)) if endpoints else ()))
+            states[name] = switch_state(args.venv, args.model, args.log_dir, switch_on=name == "on", prompts=prompts,
+                                        n_predict=args.n_predict, draft_n_max=args.draft_n_max, extra=extra)
         print(f"switch {name}: identical {states[name]['identical']}/{states[name]['compared']}; "
               f"served plain {states[name]['plain'].served}, draft {states[name]['draft'].served} "
               f"of {len(prompts)}", flush=True)
@@ -286,6 +296,7 @@ def main() -> None:
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
         "wheel": version,
         "model": args.model.name,
+        "rpc_workers": args.rpc_worker,
         "n_predict": args.n_predict,
         "prompts": list(prompts),
         "states": report_of(states),

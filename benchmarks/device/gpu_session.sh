@@ -22,6 +22,8 @@
 #   gpu_session.sh ptx ARCH        # a cu13-smARCH wheel of ARCH-virtual PTX only, run here by JIT: smoke + op tests
 #   gpu_session.sh multigpu        # on a machine with several GPUs: smoke and replays with the layers split across them
 #   gpu_session.sh rpc             # a model split across a CUDA and a CPU rpc-server worker and the local GPU, every b
+#   gpu_session.sh rpc-bench       # verify-pass times b=1..16 of a 36-layer model, local against split across a CUDA worker
+#   gpu_session.sh rpc-server      # server_exact.py on SmolLM2 (model-part first) split across a CUDA and a CPU worker
 #
 # Each phase writes logs and JSON to $OUT. The machine keeps its files only
 # while calls follow each other closely, so run the phases back to back.
@@ -273,6 +275,37 @@ rpc)
     echo "rpc_split exit $rc in $(( $(date +%s) - t ))s"
     exit "$rc"
     ;;
+rpc-bench)
+    # The RPC issue's cost figure: a full-depth Qwen3-8B-shaped Q4_K_M model's verify passes, b = 1..16, on the
+    # local GPU alone against the same layers spread over it and a CUDA rpc-server worker on 127.0.0.1 (the
+    # layers split by free memory, about half each), exact and stock.
+    model=/tmp/bench-models/qwen3-8b-36l-seed1-Q4_K_M-direct.gguf
+    mkdir -p /tmp/bench-models
+    [ -f "$model" ] || PATH=$VENV/bin:$PATH "$VENV/bin/python" -m hiraishin_llama.synthetic --preset qwen3-8b --n-layer 36 \
+        --direct --seed 1 --quant Q4_K_M --out "$model" > /dev/null || exit 1
+    t=$(date +%s)
+    python3 benchmarks/rpc_split.py --bench --venv "$VENV" --model "$model" --ngl 99 --worker CUDA0 \
+        --log-dir "$OUT/rpc-bench-logs" --json "$OUT/rpc-bench-h200.json" 2>&1 | tail -5
+    rc=${PIPESTATUS[0]}
+    echo "rpc_split --bench exit $rc in $(( $(date +%s) - t ))s"
+    python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["summary"]))' "$OUT/rpc-bench-h200.json"
+    exit "$rc"
+    ;;
+rpc-server)
+    # llama-server split across a CUDA and a CPU rpc-server worker beside the local GPU (-ngl 99), a self-draft
+    # against plain greedy decoding, switch on and off (the workers' switch with the servers').
+    model=/tmp/model/smol.gguf
+    [ -f "$model" ] || cat /tmp/model/smol.part1 /tmp/model/smol.part2 /tmp/model/smol.part3 > "$model" || exit 1
+    (cd "$(dirname "$model")" && sha256sum smol.gguf) | tee "$OUT/smol.sha256"
+    t=$(date +%s)
+    python3 "$REPO/benchmarks/server_exact.py" --venv "$VENV" --model "$model" --switch both --prompts 4 \
+        --rpc-worker CUDA0 --rpc-worker CPU --server-arg=-ngl --server-arg=99 --log-dir "$OUT/rpc-server-logs" \
+        --json "$OUT/server-exact-rpc-h200.json" --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
+        2>&1 | tail -8
+    rc=${PIPESTATUS[0]}
+    echo "server_exact (rpc) exit $rc in $(( $(date +%s) - t ))s"
+    exit "$rc"
+    ;;
 fault|unfault)
     # FAULT_TARGETS: what to rebuild; FAULT_SWAP: package files replaced by their rebuilt
     # copies from the build tree's bin/ (defaults: the CUDA backend and the op tests).
@@ -304,5 +337,5 @@ fault|unfault)
     fi
     ;;
 *)
-    echo "usage: $0 build SDIST | wait | optests | install | smoke [ARGS] | spec | replay-spec | fault NAME | unfault NAME | experts-cpu | partial TAG | model-part DIR | server | ptx ARCH | multigpu | rpc" >&2; exit 2 ;;
+    echo "usage: $0 build SDIST | wait | optests | install | smoke [ARGS] | spec | replay-spec | fault NAME | unfault NAME | experts-cpu | partial TAG | model-part DIR | server | ptx ARCH | multigpu | rpc | rpc-bench | rpc-server" >&2; exit 2 ;;
 esac
