@@ -58,8 +58,11 @@ def pass_summary(launches: list[dict]) -> dict:
         entry = by_family[family(launch["kernel"])]
         entry["launches"] += 1
         entry["us"] += float(launch.get("duration_us", 0.0))
+    # each launch too, in order: a family's launches (an expert product's gate/up and down) can differ a lot
+    in_order = [{"kernel": launch["kernel"].split("(")[0], "grid": launch["grid"], "block": launch.get("block"),
+                 "us": float(launch.get("duration_us", 0.0))} for launch in launches]
     return {"launches": len(launches), "us": sum(entry["us"] for entry in by_family.values()),
-            "families": dict(sorted(by_family.items(), key=lambda item: -item[1]["us"]))}
+            "families": dict(sorted(by_family.items(), key=lambda item: -item[1]["us"])), "in_order": in_order}
 
 
 def read_pass(path: Path) -> dict:
