@@ -223,18 +223,33 @@ def bench_records(results_dir: Path) -> list[BenchRecord]:
     return found
 
 
+def _quants(record: BenchRecord) -> list[str]:
+    return list(dict.fromkeys(quant for report in record.reports.values() for quant in report["results"]))
+
+
+def latest_quants(records: list[BenchRecord]) -> dict[str, list[str]]:
+    """Per record, the weight types it is the newest measurement of (upstream build, then stack revision) for
+    its model preset: a revision benched on other types or models leaves each (model, type) with its own latest
+    figures. A record that is nobody's newest gets an empty list."""
+    latest: dict[tuple[str, str], tuple[int, int]] = {}
+    for record in records:
+        for quant in _quants(record):
+            key = (record.preset, quant)
+            latest[key] = max(latest.get(key, record.measured), record.measured)
+    return {record.name: [quant for quant in _quants(record) if latest[(record.preset, quant)] == record.measured]
+            for record in records}
+
+
 def latest_bench_records(results_dir: Path) -> list[BenchRecord]:
-    """Per model preset, the records of the newest version that measured it (upstream build, then stack
-    revision): a revision that changes only the mixture-of-experts path is measured on those models, and the
-    dense model keeps its own latest measurement. The dense model first, then by date."""
+    """The records that are the newest measurement of at least one (model preset, weight type): a revision that
+    changes only the mixture-of-experts path is measured on those models, one that changes some weight types on
+    those, and everything else keeps its own latest measurement. The dense model first, then by date."""
     records = bench_records(results_dir)
     if not records:
         raise ConfigError(f"no {BENCH_TOOL} results in {results_dir}",
                           hint="record one with benchmarks/record.py (see docs/cost.md)")
-    latest = {}
-    for record in records:
-        latest[record.preset] = max(latest.get(record.preset, record.measured), record.measured)
-    return sorted((r for r in records if r.measured == latest[r.preset]),
+    shown = latest_quants(records)
+    return sorted((r for r in records if shown[r.name]),
                   key=lambda r: (r.preset != DENSE_PRESET, r.recorded, r.name))
 
 
@@ -288,13 +303,15 @@ def _device(report: dict) -> str:
 
 
 def _bench_section(entry: BenchRecord, comparisons: dict[str, tuple[Path, dict]], records: list[BenchRecord],
-                   speedup_model) -> list[str]:
+                   speedup_model, shown: list[str] | None = None) -> list[str]:
     report = next(iter(entry.reports.values())) if len(entry.reports) == 1 else None
-    # Per quantization, the report that measured it (a record may hold one report per model).
+    # Per quantization, the report that measured it (a record may hold one report per model); only the types
+    # this record is the newest measurement of (`shown`), where given.
     by_quant: dict[str, tuple[str, dict]] = {}
     for key, rep in entry.reports.items():
         for quant, result in rep["results"].items():
-            by_quant.setdefault(quant, (key, result))  # the first report of a record that measured it
+            if shown is None or quant in shown:
+                by_quant.setdefault(quant, (key, result))  # the first report of a record that measured it
     first = report or next(iter(entry.reports.values()))
     source = f"`{entry.file}`, stack revision {entry.revision}"
     upstream = first.get("upstream", {}).get("ref") or first.get("build", {}).get("upstream", {}).get("ref")
@@ -460,8 +477,9 @@ def cost_page(project_root: Path) -> str:
         "",
     ]
     speedup_model = _speedup_model(project_root)
+    shown = latest_quants(records)
     for entry in records:
-        lines += _bench_section(entry, comparisons, records, speedup_model)
+        lines += _bench_section(entry, comparisons, records, speedup_model, shown[entry.name])
     lines += ["## Where exactness costs, and where it no longer does", "",
               "Up to 8 columns stock llama.cpp uses the quantized mat-vec kernel (mmvq); from 9 it switches to the "
               "tensor-core kernel (mmq), whose time hardly grows with b. A verify batch must repeat, for every "

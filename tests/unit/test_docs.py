@@ -90,13 +90,14 @@ def test_the_reference_is_what_each_command_prints() -> None:
 
 
 def bench_record(name: str, *, revision: int | None, version: str, recorded: str, q4_b16_ms: float,
-                 preset: str = "qwen3-8b") -> dict:
+                 preset: str = "qwen3-8b", quants: tuple[str, ...] = ("Q4_K_M",)) -> dict:
     verify = [{"b": b, "exact_ms": 4.0 + b, "stock_ms": 4.0 + b, "floor_ms": 1.5, "ratio": 1.0} for b in range(1, 16)]
     verify.append({"b": 16, "exact_ms": q4_b16_ms, "stock_ms": 8.0, "floor_ms": 1.5, "ratio": q4_b16_ms / 8.0})
     report = {"tool": "hiraishin-llama-bench", "version": version, "gpus": [{"name": "NVIDIA H200", "compute_capability": "90"}],
               "config": {"preset": preset, "n_layer": 36, "depth": 512, "reps": 20, "warmup": 5},
-              "results": {"Q4_K_M": {"model": {"pass_bytes": 4.27e9}, "copy_bandwidth_gb_per_s": 2730.0,
-                                     "verify": verify, "plain_tokens_per_s": {"exact": 250.0, "stock": 251.0}}}}
+              "results": {quant: {"model": {"pass_bytes": 4.27e9}, "copy_bandwidth_gb_per_s": 2730.0,
+                                  "verify": verify, "plain_tokens_per_s": {"exact": 250.0, "stock": 251.0}}
+                          for quant in quants}}
     record = {"name": name, "recorded": recorded, "device": "NVIDIA H200", "command": "hiraishin-llama-bench",
               "raw": {"bench.json": report}}
     if revision is not None:
@@ -173,11 +174,16 @@ def test_a_model_keeps_its_own_latest_measurement_when_a_revision_measures_only_
     assert "(stack revision 14 for qwen3-8b; 17 for qwen3moe; on upstream build 10400)" in page
 
 
-def test_the_cost_page_of_this_repository_is_revision_14_on_b10018_on_the_h200() -> None:
+def test_the_cost_page_of_this_repository_is_revision_14_and_20_on_b10018_on_the_h200() -> None:
     page = (REPO / "docs" / "cost.md").read_text()
     assert "`benchmarks/results/bench-verify-cost-h200-rev14-b10018-1.2.0.json`, stack revision 14" in page
-    assert "- Q4_K_M: exact/stock 0.52-0.90 at b = 2..8, 0.82-0.87 at b = 9..16" in page
-    assert "- Q6_K: exact/stock 0.67-1.00 at b = 2..8, 0.86-0.90 at b = 9..16" in page
+    assert "- Q4_K_M: exact/stock 0.52-0.90 at b = 2..16" in page
+    assert "- Q6_K: exact/stock 0.67-1.00 at b = 2..16" in page
+    # revision 20 benched the other weight types; Q8_0's figures are its own, not revision 14's
+    assert "## NVIDIA H200 (sm_90), stack revision 20\n" in page
+    assert "- Q8_0: exact/stock 1.00-1.10 at b = 2..8, 1.02-1.36 at b = 9..16 (`benchmarks/results/" \
+           "bench-verify-cost-h200-rev20-types.json`, stack revision 20)" in page
+    assert "| b | Q4_K_M exact | stock | exact/stock | Q6_K exact | stock | exact/stock |\n" in page
     assert "plain one-token decoding 315 tokens/s exact, 250 stock" in page
     # end to end, speculative tokens per second exact over stock: at 90% acceptance and 2% drafts
     assert "| Q4_K_M | 0.9 | 2% | 3.21x | 15 | 3.49x | 15 | **1.16** |" in page
@@ -245,9 +251,10 @@ def test_the_guarantee_s_weight_types_come_from_the_coverage_data(project: Path)
     assert _table_row(page, "Q4_K")[:2] == ["yes", "yes"]  # the smoke runs a Q4_K_M model on CUDA
     assert _table_row(page, "IQ4_XS")[0] == "yes"  # and an IQ4_XS model since revision 19
     assert _table_row(page, "IQ4_NL")[0] == "op tests"
-    cuda_f16 = _table_row(page, "F16")[0]
-    number = int(re.fullmatch(r"no \((\d+)\)", cuda_f16)[1])
-    reason = _coverage(project)["backends"]["cuda"]["dense"]["types"]["F16"]["reason"]
+    assert _table_row(page, "F16")[0] == "op tests"  # summed in float since revision 21
+    cuda_tq2 = _table_row(page, "TQ2_0")[0]
+    number = int(re.fullmatch(r"no \((\d+)\)", cuda_tq2)[1])
+    reason = _coverage(project)["backends"]["cuda"]["dense"]["types"]["TQ2_0"]["reason"]
     assert f"\n{number}. {reason}\n" in page
     # every type any table names has a row, and the hand-written rest of the page is kept
     names = {name for backend in _coverage(project)["backends"].values() for kind in ("dense", "experts")
@@ -257,14 +264,14 @@ def test_the_guarantee_s_weight_types_come_from_the_coverage_data(project: Path)
 
 
 def test_an_edit_of_the_coverage_data_makes_the_guarantee_stale(project: Path) -> None:
-    """The fault the check exists for: coverage.json says F16 is covered on CUDA, the page still says not."""
+    """The fault the check exists for: coverage.json says TQ2_0 is covered on CUDA, the page still says not."""
     data = _coverage(project)
-    data["backends"]["cuda"]["dense"]["types"]["F16"] = {"covered": True, "evidence": ["x.json"]}
+    data["backends"]["cuda"]["dense"]["types"]["TQ2_0"] = {"covered": True, "evidence": ["x.json"]}
     (project / docgen.COVERAGE_DATA).write_text(json.dumps(data))
     with pytest.raises(CheckFailed, match="docs/guarantee.md"):
         docgen.check(Project(project), cli)
     docgen.write(Project(project), cli)
-    assert _table_row((project / "docs" / "guarantee.md").read_text(), "F16")[0] == "op tests"
+    assert _table_row((project / "docs" / "guarantee.md").read_text(), "TQ2_0")[0] == "op tests"
 
 
 def test_a_guarantee_page_without_the_markers_is_refused(project: Path) -> None:
@@ -278,3 +285,24 @@ def test_unreadable_coverage_data_names_the_file(project: Path) -> None:
     (project / docgen.COVERAGE_DATA).write_text("{not json")
     with pytest.raises(ConfigError, match="cannot read the coverage data .*coverage.json"):
         docgen.guarantee_page(project)
+
+
+def test_a_weight_type_keeps_its_own_latest_measurement_when_a_revision_benches_other_types(tmp_path: Path) -> None:
+    """A revision benched on other weight types of the same model: each type's figures are those of the newest
+    record that measured it, so the older record keeps the types the newer one did not measure, and a type both
+    measured is shown once, from the newer."""
+    results = tmp_path / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    for name, revision, quants, ms in [("bench-14", 14, ("Q4_K_M", "Q8_0"), 7.0), ("bench-20", 20, ("Q8_0", "IQ4_XS"), 11.0),
+                                       ("bench-13", 13, ("Q4_K_M",), 9.9)]:
+        (results / f"{name}.json").write_text(json.dumps(bench_record(
+            name, revision=revision, version=f"10400.{revision}+cu13.sm90", recorded="2026-12-02T00:00:00+00:00",
+            q4_b16_ms=ms, quants=quants)))
+    _copy_speedup_model(tmp_path)
+    records = docgen.bench_records(results)
+    assert docgen.latest_quants(records) == {"bench-13": [], "bench-14": ["Q4_K_M"], "bench-20": ["Q8_0", "IQ4_XS"]}
+    assert [r.name for r in docgen.latest_bench_records(results)] == ["bench-14", "bench-20"]
+    page = docgen.cost_page(tmp_path)
+    assert "| b | Q4_K_M exact | stock | exact/stock |\n" in page
+    assert "| b | Q8_0 exact | stock | exact/stock | IQ4_XS exact | stock | exact/stock |\n" in page
+    assert page.count("Q8_0 exact") == 1 and "bench-13" not in page

@@ -217,14 +217,12 @@ def test_a_type_the_smoke_measured_in_a_model_has_no_op_tests_only_note(tmp_path
 # --- models that are not covered ------------------------------------------------------------------------------
 
 
-F16_ON_CUDA = ("one token's gate and up products fused with the GLU (mmvf) differ from a batch's unfused products: "
-               "FFN_BATCH_INVARIANCE F16 differs at 2, 5 and 16 tokens on the H200 (revision 18), while F16 MUL_MAT "
-               "alone is identical at 1-16 columns")
+TQ_EXPERTS_ON_CUDA = "no batch-invariant path (the fork's dequantize-to-cuBLAS path for TQ experts)"
 NOT_ON_CUDA = ("the CUDA backend does not multiply this type (test-backend-ops: not supported), so its products leave "
                "the GPU; that split has not been measured")
 
 
-@pytest.mark.parametrize(("qtype", "reason"), [(Q.F16, F16_ON_CUDA), (Q.TQ1_0, NOT_ON_CUDA)])
+@pytest.mark.parametrize(("qtype", "reason"), [(Q.TQ1_0, NOT_ON_CUDA), (Q.TQ2_0, NOT_ON_CUDA)])
 def test_a_weight_type_not_covered_on_cuda_is_named_with_its_tensors_and_reason(
         tmp_path: Path, qtype: Q, reason: str, capsys: pytest.CaptureFixture[str]) -> None:
     model = write_gguf(tmp_path / "m.gguf", "qwen3", dense_tensors(types={"attn_v": qtype}))
@@ -249,18 +247,32 @@ def test_the_types_of_the_table_covered_by_op_tests_say_so(tmp_path: Path, qtype
                                   "has been measured")
 
 
-def test_the_fork_s_tq3_1s_has_no_batch_invariant_path_past_8_columns(tmp_path: Path,
-                                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    # Type ids 45 and 46 are this fork's TQ3_1S and TQ4_1S: the gguf package on PyPI does not know them.
+def test_the_fork_s_tq3_1s_is_covered_dense_by_op_tests_and_not_as_experts(tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    # Type ids 45 and 46 are this fork's TQ3_1S and TQ4_1S: the gguf package on PyPI does not know them. Dense
+    # TQ3_1S stays on the fork's fused kernel up to 16 columns since revision 21 (9-16 differed before).
     model = write_gguf(tmp_path / "tq.gguf", "qwen3", dense_tensors(types={"ffn_up": 45}))
     code, out, _ = run([model, "--backend", "cuda"], capsys)
-    assert code == 1
-    assert line(out, "cuda:") == ("cuda: NOT covered: dense TQ3_1S (2 tensors, e.g. blk.0.ffn_up.weight): differs from "
-                                  "one token at a time at 9-16 columns (MUL_MAT_BATCH_INVARIANCE on the H200, "
-                                  "revision 18; 1-8 identical): the fork's TQ3_1S kernel for more than 8 columns has "
-                                  "no batch-invariant path")
+    assert code == 0, out
+    assert line(out, "note:").startswith("note: on cuda, dense TQ3_1S: op tests only, from revision 21")
     tq4 = write_gguf(tmp_path / "tq4.gguf", "qwen3", dense_tensors(types={"ffn_up": 46}))
     assert run([tq4, "--backend", "cuda"], capsys)[0] == 0
+    experts = write_gguf(tmp_path / "moe-tq3.gguf", "qwen3moe",
+                         moe_tensors(types=dict.fromkeys(("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"), 45)),
+                         n_expert=N_EXPERT, n_expert_used=2)
+    code, out, _ = run([experts, "--backend", "cuda"], capsys)
+    assert code == 1
+    assert line(out, "cuda:") == ("cuda: NOT covered: experts TQ3_1S (6 tensors, e.g. blk.0.ffn_gate_exps.weight): "
+                                  f"{TQ_EXPERTS_ON_CUDA}")
+
+
+def test_f16_weights_are_covered_on_cuda_by_op_tests_since_they_are_summed_in_float(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = write_gguf(tmp_path / "m.gguf", "qwen3", dense_tensors(types={"attn_v": Q.F16}))
+    code, out, _ = run([model, "--backend", "cuda"], capsys)
+    assert code == 0, out
+    assert line(out, "note:").startswith("note: on cuda, dense F16: op tests only, from revision 21 (F16 summed in "
+                                         "float in batch-invariant mode)")
 
 
 def test_experts_of_a_type_not_yet_tested_on_cuda_do_not_count(tmp_path: Path,
@@ -286,14 +298,14 @@ def test_q8_0_f16_and_bf16_experts_are_covered_on_cuda_by_op_tests(tmp_path: Pat
 
 
 def test_several_problems_are_listed_one_a_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    model = write_gguf(tmp_path / "m.gguf", "phi3", dense_tensors(types={"attn_v": Q.F16, "ffn_down": Q.TQ2_0}))
+    model = write_gguf(tmp_path / "m.gguf", "phi3", dense_tensors(types={"attn_v": Q.TQ1_0, "ffn_down": Q.TQ2_0}))
     code, out, _ = run([model, "--backend", "cuda"], capsys)
     assert code == 1
     lines = out.splitlines()
     start = lines.index("cuda: NOT covered:")
     assert lines[start + 1:start + 4] == [
         "  architecture phi3: not measured",
-        f"  dense F16 (2 tensors, e.g. blk.0.attn_v.weight): {F16_ON_CUDA}",
+        f"  dense TQ1_0 (2 tensors, e.g. blk.0.attn_v.weight): {NOT_ON_CUDA}",
         f"  dense TQ2_0 (2 tensors, e.g. blk.0.ffn_down.weight): {NOT_ON_CUDA}",
     ]
 
@@ -493,7 +505,7 @@ def test_a_missing_model_argument_is_one_line(capsys: pytest.CaptureFixture[str]
 
 
 def test_a_split_model_is_judged_from_all_its_parts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    tensors = dense_tensors(types={"ffn_down": Q.F16})
+    tensors = dense_tensors(types={"ffn_down": Q.TQ2_0})
     half = len(tensors) // 2
     for number, part in enumerate((tensors[:half], tensors[half:])):
         write_gguf(tmp_path / f"m-{number + 1:05d}-of-00002.gguf", "qwen3", part,
@@ -501,7 +513,7 @@ def test_a_split_model_is_judged_from_all_its_parts(tmp_path: Path, capsys: pyte
     code, out, _ = run([tmp_path / "m-00002-of-00002.gguf", "--backend", "cuda"], capsys)
     assert code == 1
     assert line(out, "model:") == "model: m-00002-of-00002.gguf (qwen3; 2 layers, 2 files)"
-    assert line(out, "cuda:") == f"cuda: NOT covered: dense F16 (2 tensors, e.g. blk.0.ffn_down.weight): {F16_ON_CUDA}"
+    assert line(out, "cuda:") == f"cuda: NOT covered: dense TQ2_0 (2 tensors, e.g. blk.0.ffn_down.weight): {NOT_ON_CUDA}"
     (tmp_path / "m-00001-of-00002.gguf").unlink()
     code, out, err = run([tmp_path / "m-00002-of-00002.gguf"], capsys)
     assert (code, out) == (2, "") and err.count("\n") == 1
@@ -529,7 +541,7 @@ def test_a_60_gb_model_with_a_large_vocabulary_is_read_in_well_under_a_second(
     model = synthetic.write_shape_model("qwen3moe", None, tmp_path / "qwen3moe-48l.gguf")
     assert model.stat().st_size > 60e9
     started = time.monotonic()
-    assert run([model], capsys)[0] == 1  # F16 experts: not yet covered on CUDA
+    assert run([model], capsys)[0] == 0  # F16 weights and experts: covered by op tests on CUDA (revision 21)
     assert time.monotonic() - started < 1.0
     vocab = write_gguf(tmp_path / "vocab.gguf", "qwen3", dense_tensors(), vocab=152_000)
     started = time.monotonic()
@@ -638,10 +650,10 @@ def test_a_covered_model_is_said_covered_at_start(program: str, moe_model: Path,
 
 def test_an_uncovered_weight_type_is_named_at_start(tmp_path: Path, launched: list, monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    model = write_gguf(tmp_path / "q5.gguf", "qwen3", dense_tensors(types={"attn_v": Q.F16}))
+    model = write_gguf(tmp_path / "q5.gguf", "qwen3", dense_tensors(types={"attn_v": Q.TQ2_0}))
     lines = start("llama-server", [f"--model={model}"], monkeypatch, capsys)
-    assert lines[1] == ("hiraishin-llama: batch-invariant mode does NOT cover q5.gguf on cuda (dense F16 (2 tensors, "
-                        f"e.g. blk.0.attn_v.weight): {F16_ON_CUDA}), so greedy speculative decoding may differ from "
+    assert lines[1] == ("hiraishin-llama: batch-invariant mode does NOT cover q5.gguf on cuda (dense TQ2_0 (2 tensors, "
+                        f"e.g. blk.0.attn_v.weight): {NOT_ON_CUDA}), so greedy speculative decoding may differ from "
                         "plain greedy decoding (hiraishin-llama-coverage MODEL says more)")
     # with no layer on the GPU the CPU backend computes it, which covers every weight type of ggml's table
     lines = start("llama-server", ["-m", model, "-ngl", "0"], monkeypatch, capsys)
