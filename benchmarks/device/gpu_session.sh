@@ -266,6 +266,8 @@ rpc)
     # from the wheel, on 127.0.0.1), a 4-layer Qwen3-8B-shaped Q4_K_M model with every layer offloaded: llama.cpp
     # spreads the layers over CUDA0, RPC0 (the CUDA worker) and RPC1 (the CPU worker).
     model=~/.cache/hiraishin-llama/models/qwen3-8b-4l-seed1-Q4_K_M.gguf
+    # the smoke's model directory, which a machine that has not run the smoke lacks
+    mkdir -p "$(dirname "$model")"
     [ -f "$model" ] || PATH=$VENV/bin:$PATH "$VENV/bin/python" -m hiraishin_llama.synthetic --preset qwen3-8b --n-layer 4 \
         --seed 1 --quant Q4_K_M --out "$model" > /dev/null || exit 1
     t=$(date +%s)
@@ -295,6 +297,8 @@ rpc-server)
     # llama-server split across a CUDA and a CPU rpc-server worker beside the local GPU (-ngl 99), a self-draft
     # against plain greedy decoding, switch on and off (the workers' switch with the servers').
     model=/tmp/model/smol.gguf
+    # the parts again whenever one is newer than the model (a model made before every part came is incomplete)
+    for part in /tmp/model/smol.part*; do [ "$part" -nt "$model" ] && rm -f "$model"; done
     [ -f "$model" ] || cat /tmp/model/smol.part1 /tmp/model/smol.part2 /tmp/model/smol.part3 > "$model" || exit 1
     (cd "$(dirname "$model")" && sha256sum smol.gguf) | tee "$OUT/smol.sha256"
     t=$(date +%s)
