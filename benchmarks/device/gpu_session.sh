@@ -14,6 +14,7 @@
 #   gpu_session.sh smoke [ARGS]    # hiraishin-llama-smoke in that venv
 #   gpu_session.sh spec            # llama-speculative-simple vs llama-server greedy
 #   gpu_session.sh fault NAME      # apply benchmarks/faults/fault-NAME.diff (or the diff at the path NAME), rebuild, swap the rebuilt files in
+#                                  # (FAULT_BUILD=0: apply only; the next fault rebuilds for both)
 #   gpu_session.sh unfault NAME    # revert it (the next rebuild picks it up)
 #   gpu_session.sh experts-cpu     # the smoke's qwen3moe model, --cpu-moe, CUDA fusion off: a diagnostic replay
 #   gpu_session.sh partial TAG     # replay with the 4-layer Q4_K_M model split GPU/CPU (--ngl 2), by switch name
@@ -324,6 +325,9 @@ fault|unfault)
     for f in $swap; do [ -f "$pkg/$f.stack" ] || cp "$pkg/$f" "$pkg/$f.stack"; done
     if [ "$1" = fault ]; then
         patch -p1 -d "$SRC/llama.cpp" < "$diff" || exit 1
+        # FAULT_BUILD=0: patch only, so that the next fault's rebuild takes both (one rebuild of a large file
+        # instead of two)
+        if [ "${FAULT_BUILD:-1}" = 0 ]; then echo "patched $name; rebuilt by the next fault"; exit 0; fi
         # several targets, separated by spaces
         read -r -a targets <<< "${FAULT_TARGETS:-ggml-cuda test-backend-ops}"
         t=$(date +%s)
