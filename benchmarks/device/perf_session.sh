@@ -147,7 +147,8 @@ timeline)
     for b in ${4:-1 4 8}; do
         for switch in 1 0; do
             mode=$([ "$switch" = 1 ] && echo exact || echo stock)
-            csv="$OUT/timeline-$preset-b$b-$mode.csv"
+            # TIMELINE_TAG names a variant's files (e.g. the kernel a tuning variable selects)
+            csv="$OUT/timeline-$preset${TIMELINE_TAG:+-$TIMELINE_TAG}-b$b-$mode.csv"
             # the duration alone: one replay pass a launch; a short prompt keeps the run's launches few
             t=$(date +%s)
             GGML_BATCH_INVARIANT=$switch GGML_CUDA_BATCH_INVARIANT=$switch LD_LIBRARY_PATH=$replay_libs \
@@ -159,7 +160,7 @@ timeline)
             files+=("$csv")
         done
     done
-    python3 benchmarks/ncu_timeline.py "${files[@]}" --out "$OUT/timeline-$preset.json"
+    python3 benchmarks/ncu_timeline.py "${files[@]}" --out "$OUT/timeline-$preset${TIMELINE_TAG:+-$TIMELINE_TAG}.json"
     ;;
 *)
     sed -n '2,19p' "$0"
