@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import progress, timeouts
+from .mainthread import signals_left_to_main_thread
 from .errors import CommandError, CommandTimedOut
 from .log import get_logger
 
@@ -288,7 +289,8 @@ def run_logged(
         try:
             if watchdog is not None:
                 watchdog.daemon = True
-                watchdog.start()
+                with signals_left_to_main_thread():
+                    watchdog.start()
             assert process.stdout is not None
             for line in process.stdout:
                 log.write(line)

@@ -24,6 +24,8 @@ from typing import IO, Protocol
 
 from rich.markup import escape
 
+from .mainthread import signals_left_to_main_thread
+
 INTERVAL_S = 60.0
 """How often a plain progress line is written where there is no terminal."""
 
@@ -162,7 +164,8 @@ class PlainLines:
         pass  # the thread writes at its interval, not per line
 
     def start(self) -> None:
-        self._thread.start()
+        with signals_left_to_main_thread():
+            self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
@@ -211,10 +214,14 @@ def shown(tracker: Tracker, *, terminal: bool, console, interval: float = INTERV
     ended = "stopped"
     if terminal:
         bar = LiveBar(tracker, console)
+        with signals_left_to_main_thread():
+            bar.progress.start()  # rich's refresh thread
         try:
-            with bar.progress:
+            try:
                 yield bar
                 bar.update()
+            finally:
+                bar.progress.stop()
             ended = "done"
         finally:
             console.print(escape(final_line(tracker, ended, if_stopped)), highlight=False, soft_wrap=True)
