@@ -6,6 +6,11 @@
 # mode must pass the batch-invariance cases; the perf cases say which is fastest.
 #
 #   WIP_BINARY=build/wip-moe-rows.xz moe_tune_session.sh [MODES]   # MODES: default "0 1 2"
+#   MOE_TUNE_VAR=HIRAISHIN_MOE_BI_KERNEL MOE_TUNE_BASE=block WIP_BINARY=build/wip-moe-warp.xz \
+#       moe_tune_session.sh "block warp warp1"   # the warp-per-item kernel (moe-bi-warp-per-token.patch)
+#
+# MOE_TUNE_VAR names the variable (default HIRAISHIN_MOE_BI_ROWS); every mode but MOE_TUNE_BASE (the stack's
+# own launch, default 0) also runs the batch-invariance cases.
 #
 # Logs and report.json (benchmarks/kernel_session_report.py) go to $OUT.
 set -uo pipefail
@@ -14,6 +19,8 @@ mkdir -p "$OUT"
 exec > >(tee "$OUT/summary.txt") 2>&1
 REPO=$PWD
 modes=${1:-0 1 2}
+var=${MOE_TUNE_VAR:-HIRAISHIN_MOE_BI_ROWS}
+base=${MOE_TUNE_BASE:-0}
 nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 mkdir -p /tmp/wip/build/bin && cd /tmp/wip/build/bin || exit 1
 xz -dc "$REPO/${WIP_BINARY:?an xz-compressed test-backend-ops}" > ./test-backend-ops && chmod +x ./test-backend-ops || exit 1
@@ -22,7 +29,7 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linu
 # 2880 -> 2880) at 1, 4 and 8 tokens, alone and fused with their gate and GLU.
 perf='type_a=(q4_K|q6_K|q8_0|mxfp4),type_b=f32,n_mats=(128|32),n_used=(8|4),b=0,m=(768|2880),n=(1|4|8),k=(2048|2880)'
 for mode in $modes; do
-    HIRAISHIN_MOE_BI_ROWS=$mode GGML_BATCH_INVARIANT=1 timeout 40 ./test-backend-ops perf -b CUDA0 -o MUL_MAT_ID -p "$perf" \
+    env "$var=$mode" GGML_BATCH_INVARIANT=1 timeout 40 ./test-backend-ops perf -b CUDA0 -o MUL_MAT_ID -p "$perf" \
         > "$OUT/perf-rows$mode.txt" 2>&1
     echo "perf, rows mode $mode, switch 1: $(grep -c 'us/run' "$OUT/perf-rows$mode.txt") cases timed"
 done
@@ -31,9 +38,9 @@ echo "perf, stock (switch 0): $(grep -c 'us/run' "$OUT/perf-stock.txt") cases ti
 # Correctness of the modes that give a batch other rows per block than one token.
 cases='type_a=(q4_K|q6_K|mxfp4|q8_0)'
 for mode in $modes; do
-    [ "$mode" = 1 ] || continue
+    [ "$mode" = "$base" ] && continue
     t=$(date +%s)
-    HIRAISHIN_MOE_BI_ROWS=$mode GGML_BATCH_INVARIANT=1 timeout "${BI_TIMEOUT:-100}" ./test-backend-ops -b CUDA0 \
+    env "$var=$mode" GGML_BATCH_INVARIANT=1 timeout "${BI_TIMEOUT:-100}" ./test-backend-ops -b CUDA0 \
         -o MUL_MAT_ID_BATCH_INVARIANCE,MOE_FFN_BATCH_INVARIANCE -p "$cases" > "$OUT/tbo-bi-rows$mode.txt" 2>&1
     echo "batch-invariance cases, rows mode $mode, in $(( $(date +%s) - t ))s: $(grep -E 'tests passed' "$OUT/tbo-bi-rows$mode.txt")"
     grep -E 'FAIL' "$OUT/tbo-bi-rows$mode.txt" | head -20 | cut -c1-160
