@@ -523,12 +523,20 @@ def doctor_command(obj: Context, recipe_name: str | None) -> None:
               help="The site: SITE/<variant>/simple/ per variant (wheels already there are kept).")
 @click.option("--deps-index", metavar="URL", default=PYPI, show_default=True, envvar="HIRAISHIN_DEPS_INDEX",
               help="Where the wheels' dependencies come from, in the install commands printed.")
+@click.option("--assets-url", metavar="URL",
+              help="Link the new wheels at URL/FILE (the release's assets, e.g. https://github.com/OWNER/REPO/"
+                   "releases/download/TAG) instead of copying them into the site; earlier releases stay listed "
+                   "from SITE/index.json.")
+@click.option("--assets-out", type=click.Path(file_okay=False, path_type=Path),
+              help="With --assets-url: where to write the files to upload there (the wheels and their .metadata).")
 @proc.stopping_on_signals()
-def index_command(wheel_dir: Path, site: Path, deps_index: str) -> None:
+def index_command(wheel_dir: Path, site: Path, deps_index: str, assets_url: str | None,
+                  assets_out: Path | None) -> None:
     """PEP 503 indexes per variant from the labelled wheels under WHEEL_DIR."""
     from .index import build_index, install_command
 
-    result = build_index(wheel_dir.resolve(), site.resolve(), deps_index=deps_index)
+    result = build_index(wheel_dir.resolve(), site.resolve(), deps_index=deps_index, assets_url=assets_url,
+                         assets_out=assets_out.resolve() if assets_out else None)
     for reason in result.skipped:
         click.echo(f"skipped: {reason}", err=True)
     for variant, wheels in result.variants.items():

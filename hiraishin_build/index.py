@@ -15,6 +15,14 @@ Every wheel (given, and already published) is read and checked before
 anything is written; the new site is then written beside the old one and
 swapped in whole, so a failure leaves the published site as it was.
 
+Where the wheels are hosted elsewhere (``--assets-url``: the assets of the
+release's GitHub Release, up to 2 GiB a file, every release kept, where a
+GitHub Pages site holds 1 GB and each deploy replaces it), the pages link to
+them there and the files to upload (the wheels and their ``.metadata``) are
+written to ``--assets-out``. The site then holds the pages alone, plus
+``index.json``: every wheel it lists, with its link, hash and METADATA, from
+which the next release's site is built, so the earlier releases stay listed.
+
 The pages are written here rather than by a generator package: compared
 with simple503 (moves the wheels by default, absolute links, no PEP 714
 attribute, ten dependencies) and dumb-pypi (a JSON package list in, one index
@@ -24,6 +32,7 @@ below are smaller, and test_index.py checks them with a real ``pip install``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import html
 import json
@@ -48,6 +57,11 @@ from .fsutil import atomic_write_bytes, staged_directory, writable_directory
 from .log import get_logger
 
 PROJECT = "hiraishin-llama"
+# Every wheel the site lists, for the next release's run to start from (it does not have their files).
+MANIFEST = "index.json"
+MANIFEST_FORMAT = 1
+# GitHub's limit on one release asset.
+RELEASE_ASSET_LIMIT_BYTES = 2 * 1024 ** 3
 # Where a wheel's dependencies (numpy, gguf, the NVIDIA runtime wheels) come from.
 PYPI = "https://pypi.org/simple"
 # What a wheel's file name looks like (PEP 427), for the message that refuses another name.
@@ -68,6 +82,8 @@ class IndexedWheel:
 
     build_info: dict = field(default_factory=dict)
     extras: tuple[str, ...] = ()
+    href: str | None = None
+    """Where the wheel is downloaded from when it is not beside the page (a release asset's URL)."""
 
     @property
     def version(self) -> Version:
@@ -182,7 +198,7 @@ def _page(title: str, links: Iterable[str]) -> bytes:
 
 
 def _file_link(wheel: IndexedWheel) -> str:
-    href = urllib.parse.quote(wheel.filename) + f"#sha256={wheel.sha256}"
+    href = (wheel.href or urllib.parse.quote(wheel.filename)) + f"#sha256={wheel.sha256}"
     attributes = [f'href="{href}"']
     if wheel.requires_python:
         attributes.append(f'data-requires-python="{html.escape(wheel.requires_python)}"')
@@ -251,6 +267,44 @@ def _link_or_copy(source: str, target: str) -> None:
         shutil.copy2(source, target)
 
 
+def manifest_entry(wheel: IndexedWheel) -> dict:
+    return {"variant": wheel.variant, "filename": wheel.filename, "sha256": wheel.sha256, "href": wheel.href,
+            "requires_python": wheel.requires_python, "metadata": wheel.metadata.decode("utf-8", "surrogateescape"),
+            "build_info": wheel.build_info, "extras": list(wheel.extras)}
+
+
+def read_manifest(site: Path) -> list[IndexedWheel]:
+    """The wheels an earlier run listed whose files the site does not hold (SITE/index.json); none without it."""
+    path = site / MANIFEST
+    if not path.is_file():
+        return []
+    try:
+        document = json.loads(path.read_text())
+        if document.get("format") != MANIFEST_FORMAT:
+            raise ValueError(f"format {document.get('format')!r}, this version reads {MANIFEST_FORMAT}")
+        wheels = [IndexedWheel(e["variant"], e["filename"], e["sha256"], e.get("requires_python"),
+                               e["metadata"].encode("utf-8", "surrogateescape"), dict(e.get("build_info") or {}),
+                               tuple(e.get("extras") or ()), str(e["href"]))
+                  for e in document["wheels"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise IndexBuildError(f"{path}: not an index manifest this version can read ({error})",
+                              hint="it is the published site's own index.json: fetch it again from the site, or "
+                                   "remove it to start a site with no earlier release; nothing was written") from None
+    for wheel in wheels:
+        parse_name(Path(wheel.filename))
+    return wheels
+
+
+def release_assets_url(url: str) -> str:
+    """The base URL of a release's assets, checked: http(s), no query or fragment; without its trailing slash."""
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("https", "http") or not parsed.netloc or parsed.query or parsed.fragment:
+        raise IndexBuildError(f"--assets-url {url!r} is not an http(s) URL of a directory",
+                              hint="give the release's download URL, e.g. "
+                                   "https://github.com/OWNER/REPO/releases/download/TAG")
+    return url.rstrip("/")
+
+
 def check_site_path(site: Path, wheel_dir: Path) -> None:
     """Refuse a site that cannot be written, before any wheel is read: a file, a place without write access,
     or a directory inside ``wheel_dir``, whose published wheels the next run would read as new ones."""
@@ -264,16 +318,32 @@ def check_site_path(site: Path, wheel_dir: Path) -> None:
     writable_directory(site.parent, what="the directory of the site", given_as="--out")
 
 
-def build_index(wheel_dir: Path, site: Path, *, deps_index: str = PYPI) -> IndexResult:
+def build_index(wheel_dir: Path, site: Path, *, deps_index: str = PYPI, assets_url: str | None = None,
+                assets_out: Path | None = None) -> IndexResult:
     """Add the wheels under ``wheel_dir`` to the per-variant indexes under ``site``.
 
     Wheels already in an index stay (the site can hold several releases); a
     wheel whose name is already there with other bytes is refused, since pip
     caches by name and users would get either. Every wheel is checked before
     anything is written, and the new site replaces the old one in one step.
+    With ``assets_url`` the new wheels are linked there instead of copied into
+    the site, and they and their METADATA go to ``assets_out`` for upload; the
+    site's ``index.json`` keeps every asset-hosted wheel for the next run.
     """
     if not wheel_dir.is_dir():
         raise IndexBuildError(f"{wheel_dir} is not a directory")
+    if (assets_url is None) != (assets_out is None):
+        raise IndexBuildError("--assets-url and --assets-out go together",
+                              hint="give both (where the release's assets will be, and where to write them for "
+                                   "upload), or neither to keep the wheels in the site")
+    if assets_url is not None:
+        assets_url = release_assets_url(assets_url)
+        assert assets_out is not None
+        if assets_out.exists() and not assets_out.is_dir():
+            raise PathError(f"--assets-out {assets_out} is not a directory", hint="give a directory (made if absent)")
+        if assets_out == site or site in assets_out.parents or assets_out == wheel_dir:
+            raise PathError(f"--assets-out {assets_out} is inside the site or is the wheel directory",
+                            hint="give a directory of its own, beside the site")
     check_site_path(site, wheel_dir)
     found = find_wheels(wheel_dir)
     if not found:
@@ -286,6 +356,8 @@ def build_index(wheel_dir: Path, site: Path, *, deps_index: str = PYPI) -> Index
     for variant_dir in sorted(p for p in site.iterdir() if (p / "simple").is_dir()) if site.is_dir() else []:
         published[variant_dir.name] = {
             p.name: read_wheel(p, variant_dir.name) for p in sorted((variant_dir / "simple" / project).glob("*.whl"))}
+    for listed_wheel in read_manifest(site) if site.is_dir() else []:
+        published.setdefault(listed_wheel.variant, {}).setdefault(listed_wheel.filename, listed_wheel)
     added: list[tuple[Path, IndexedWheel]] = []
     skipped: list[str] = []
     seen: dict[str, str] = {}
@@ -296,6 +368,13 @@ def build_index(wheel_dir: Path, site: Path, *, deps_index: str = PYPI) -> Index
             skipped.append(f"{path}: no variant label in its version (build it with `hiraishin wheel`)")
             continue
         wheel = read_wheel(path, variant)
+        if assets_url is not None:
+            size = path.stat().st_size
+            if size > RELEASE_ASSET_LIMIT_BYTES:
+                raise IndexBuildError(f"{path} is {size} bytes, over the {RELEASE_ASSET_LIMIT_BYTES}-byte limit of "
+                                      "one GitHub release asset", hint="bring the wheel under it (fewer "
+                                      "architectures per recipe); nothing was written or uploaded")
+            wheel = dataclasses.replace(wheel, href=f"{assets_url}/{urllib.parse.quote(path.name)}")
         if seen.get(path.name, wheel.sha256) != wheel.sha256:
             raise IndexBuildError(f"two different wheels are named {path.name} under {wheel_dir}")
         if path.name in seen:
@@ -319,14 +398,18 @@ def build_index(wheel_dir: Path, site: Path, *, deps_index: str = PYPI) -> Index
         if site.is_dir():
             shutil.copytree(site, staging, symlinks=True, copy_function=_link_or_copy, dirs_exist_ok=True)
         for path, wheel in added:
+            if wheel.href is not None:
+                continue  # a release asset: written to assets_out below, once the site is complete
             target = staging / wheel.variant / "simple" / project / path.name
             if not target.is_file():
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(path, target)
         for variant, listed in variants.items():
             project_dir = staging / variant / "simple" / project
+            project_dir.mkdir(parents=True, exist_ok=True)
             for wheel in listed:
-                atomic_write_bytes(project_dir / f"{wheel.filename}.metadata", wheel.metadata)
+                if wheel.href is None:  # an asset's METADATA is served beside it, where pip looks (PEP 658)
+                    atomic_write_bytes(project_dir / f"{wheel.filename}.metadata", wheel.metadata)
             atomic_write_bytes(project_dir / "index.html",
                                _page(f"Links for {PROJECT}", [_file_link(w) for w in listed]))
             atomic_write_bytes(staging / variant / "simple" / "index.html",
@@ -336,7 +419,20 @@ def build_index(wheel_dir: Path, site: Path, *, deps_index: str = PYPI) -> Index
             [f'<a href="{name}/simple/">{name}</a>: '
              + html.escape(install_command(listed, f"<this site>/{name}/simple", deps_index))
              for name, listed in variants.items()]))
+        hosted = [manifest_entry(w) for listed in variants.values() for w in listed if w.href is not None]
+        if hosted or (site / MANIFEST).is_file():
+            atomic_write_bytes(staging / MANIFEST, (json.dumps(
+                {"format": MANIFEST_FORMAT, "project": PROJECT, "wheels": hosted}, indent=1) + "\n").encode())
         variants_files = tuple(site / path.name for path in write_variants_json(staging, variants))
+        if assets_out is not None:
+            # The files to upload as the release's assets; written before the site is swapped in, so a site never
+            # links to a file that was not written.
+            assets_out.mkdir(parents=True, exist_ok=True)
+            for path, wheel in added:
+                target = assets_out / path.name
+                if not (target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() == wheel.sha256):
+                    shutil.copy2(path, target)
+                atomic_write_bytes(assets_out / f"{path.name}.metadata", wheel.metadata)
     newest = max((Version(parse_wheel_filename(w.filename)[1].public) for ws in variants.values() for w in ws),
                  default=None)
     variants_json = next((p for p in variants_files if p.name == f"hiraishin_llama-{newest}-variants.json"), None)

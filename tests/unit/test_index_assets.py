@@ -1,0 +1,223 @@
+"""`hiraishin index --assets-url`: wheels hosted as release assets, the site holding the pages and the list of
+every release's wheels, so that a second release keeps the first installable; checked with `pip install` over
+HTTP from two servers on 127.0.0.1 (the site, the assets)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import re
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from hiraishin_build import index
+from hiraishin_build.errors import PathError
+from hiraishin_build.index import IndexBuildError, build_index
+
+from ..helpers import fresh_venv, hiraishin, pip_install, site_packages
+from .test_index import labelled, snapshot
+
+RELEASES = "https://github.com/example/hiraishin-llama/releases/download"
+CPU_V1 = "hiraishin_llama-9079.2+cpu-py3-none-manylinux_2_35_x86_64.whl"
+CPU_V2 = "hiraishin_llama-9080.0+cpu-py3-none-manylinux_2_35_x86_64.whl"
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
+        pass
+
+
+@contextlib.contextmanager
+def served(directory: Path, handler: type[SimpleHTTPRequestHandler] = QuietHandler) -> Iterator[str]:
+    """``directory`` over HTTP on a free port of 127.0.0.1, for the block: its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(directory)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def release(tmp_path: Path, name: str, version: str) -> Path:
+    wheels = tmp_path / f"wheels-{name}"
+    labelled(wheels, "cpu", {"recipe": "cpu"}, version=version)
+    labelled(wheels, "cu13.sm90", {"recipe": "cu13-sm90", "cuda": "13.0.88", "cuda_architectures": "90-real"},
+             version=version)
+    return wheels
+
+
+def test_release_assets_are_linked_where_they_will_be_and_written_for_upload(tmp_path: Path) -> None:
+    site, assets = tmp_path / "site", tmp_path / "assets"
+    result = build_index(release(tmp_path, "v1", "9079.2"), site, assets_url=f"{RELEASES}/v1/", assets_out=assets)
+    assert not list(site.rglob("*.whl")) and not list(site.rglob("*.whl.metadata"))  # the pages alone
+    page = (site / "cpu" / "simple" / "hiraishin-llama" / "index.html").read_text()
+    digest = hashlib.sha256((assets / CPU_V1).read_bytes()).hexdigest()
+    assert (f'href="{RELEASES}/v1/hiraishin_llama-9079.2%2Bcpu-py3-none-manylinux_2_35_x86_64.whl'
+            f'#sha256={digest}"') in page
+    metadata = (assets / f"{CPU_V1}.metadata").read_bytes()  # beside the wheel, where pip looks for it
+    assert f'data-core-metadata="sha256={hashlib.sha256(metadata).hexdigest()}"' in page
+    assert sorted(p.name for p in assets.iterdir()) == sorted(
+        [CPU_V1, f"{CPU_V1}.metadata", CPU_V1.replace("+cpu", "+cu13.sm90"),
+         f"{CPU_V1.replace('+cpu', '+cu13.sm90')}.metadata"])
+    listed = json.loads((site / index.MANIFEST).read_text())
+    assert listed["format"] == index.MANIFEST_FORMAT and len(listed["wheels"]) == 2
+    assert {w["href"].split("#")[0] for w in listed["wheels"]} == {
+        f"{RELEASES}/v1/{n}" for n in ("hiraishin_llama-9079.2%2Bcpu-py3-none-manylinux_2_35_x86_64.whl",
+                                       "hiraishin_llama-9079.2%2Bcu13.sm90-py3-none-manylinux_2_35_x86_64.whl")}
+    assert result.variants_json == site / "hiraishin_llama-9079.2-variants.json"
+
+
+def test_a_second_release_keeps_the_first_listed_from_the_site_alone(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    build_index(release(tmp_path, "v1", "9079.2"), site, assets_url=f"{RELEASES}/v1", assets_out=tmp_path / "a1")
+    result = build_index(release(tmp_path, "v2", "9080.0"), site, assets_url=f"{RELEASES}/v2",
+                         assets_out=tmp_path / "a2")
+    assert [w.filename for w in result.variants["cpu"]] == [CPU_V1, CPU_V2]
+    page = (site / "cpu" / "simple" / "hiraishin-llama" / "index.html").read_text()
+    assert f"{RELEASES}/v1/hiraishin_llama-9079.2%2Bcpu" in page and f"{RELEASES}/v2/hiraishin_llama-9080.0%2Bcpu" in page
+    assert sorted(p.name for p in (tmp_path / "a2").iterdir() if p.suffix == ".whl") == [
+        CPU_V2, CPU_V2.replace("+cpu", "+cu13.sm90")]  # only the new release's files to upload
+    assert len(json.loads((site / index.MANIFEST).read_text())["wheels"]) == 4
+    assert {p.name for p in site.glob("*-variants.json")} == {"hiraishin_llama-9079.2-variants.json",
+                                                              "hiraishin_llama-9080.0-variants.json"}
+
+
+def test_a_listed_wheel_is_never_replaced_by_other_bytes(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    build_index(release(tmp_path, "v1", "9079.2"), site, assets_url=f"{RELEASES}/v1", assets_out=tmp_path / "a1")
+    before = snapshot(site)
+    other = tmp_path / "other"
+    labelled(other, "cpu", {"recipe": "other bytes"}, version="9079.2")
+    with pytest.raises(IndexBuildError, match="already exists with other contents"):
+        build_index(other, site, assets_url=f"{RELEASES}/v1b", assets_out=tmp_path / "a1b")
+    assert snapshot(site) == before and not (tmp_path / "a1b").exists()
+
+
+def test_pip_installs_either_release_by_pin_over_http(tmp_path: Path) -> None:
+    """Two servers as GitHub has them: the Pages site, and the release assets under one path per tag."""
+    site, assets = tmp_path / "site", tmp_path / "assets"
+    with served(site) as pages, served(assets) as downloads:
+        build_index(release(tmp_path, "v1", "9079.2"), site, assets_url=f"{downloads}/v1", assets_out=assets / "v1")
+        build_index(release(tmp_path, "v2", "9080.0"), site, assets_url=f"{downloads}/v2", assets_out=assets / "v2")
+        for pin, label in (("==9079.2+cpu", "cpu"), ("==9080.0+cpu", "cpu"), ("", "cpu")):
+            venv = fresh_venv(tmp_path / f"venv{pin or '-newest'}")
+            completed = pip_install(venv, "--index-url", f"{pages}/cpu/simple", f"hiraishin-llama{pin}")
+            assert completed.returncode == 0, completed.stdout + completed.stderr
+            shown = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "show", "hiraishin-llama"],
+                                   capture_output=True, text=True, check=True).stdout
+            want = pin[2:] if pin else "9080.0+cpu"  # unpinned: the newest
+            assert re.search(rf"^Version: {re.escape(want)}$", shown, re.MULTILINE), shown
+            assert (site_packages(venv) / "hiraishin_llama" / "marker.txt").read_text() == label
+
+
+def test_a_wheel_over_the_asset_limit_is_refused_before_anything_is_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(index, "RELEASE_ASSET_LIMIT_BYTES", 100)
+    with pytest.raises(IndexBuildError, match=r"over the 100-byte limit of one GitHub release asset"):
+        build_index(release(tmp_path, "v1", "9079.2"), tmp_path / "site", assets_url=f"{RELEASES}/v1",
+                    assets_out=tmp_path / "assets")
+    assert not (tmp_path / "site").exists() and not (tmp_path / "assets").exists()
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"assets_url": f"{RELEASES}/v1"}, "--assets-url and --assets-out go together"),
+    ({"assets_out": Path("elsewhere")}, "--assets-url and --assets-out go together"),
+    ({"assets_url": "ftp://example.com/x", "assets_out": Path("a")}, "is not an http\\(s\\) URL"),
+    ({"assets_url": f"{RELEASES}/v1?x=1", "assets_out": Path("a")}, "is not an http\\(s\\) URL"),
+])
+def test_asset_options_that_do_not_fit_are_refused(tmp_path: Path, kwargs: dict, match: str) -> None:
+    if "assets_out" in kwargs:
+        kwargs = {**kwargs, "assets_out": tmp_path / kwargs["assets_out"]}
+    with pytest.raises(IndexBuildError, match=match):
+        build_index(release(tmp_path, "v1", "9079.2"), tmp_path / "site", **kwargs)
+    assert not (tmp_path / "site").exists()
+
+
+def test_assets_inside_the_site_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(PathError, match="is inside the site"):
+        build_index(release(tmp_path, "v1", "9079.2"), tmp_path / "site", assets_url=f"{RELEASES}/v1",
+                    assets_out=tmp_path / "site" / "assets")
+
+
+def test_a_damaged_list_of_releases_is_refused_naming_it(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    build_index(release(tmp_path, "v1", "9079.2"), site, assets_url=f"{RELEASES}/v1", assets_out=tmp_path / "a1")
+    (site / index.MANIFEST).write_text('{"format": 1, "wheels": [{"variant": "cpu"}]}')
+    before = snapshot(site)
+    with pytest.raises(IndexBuildError, match=r"index\.json: not an index manifest this version can read"):
+        build_index(release(tmp_path, "v2", "9080.0"), site, assets_url=f"{RELEASES}/v2", assets_out=tmp_path / "a2")
+    assert snapshot(site) == before
+
+
+def test_the_index_command_with_assets(tmp_path: Path) -> None:
+    wheels = release(tmp_path, "v1", "9079.2")
+    done = hiraishin("index", str(wheels), "--out", str(tmp_path / "site"), "--assets-url", f"{RELEASES}/v1",
+                     "--assets-out", str(tmp_path / "assets"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "assets" / CPU_V1).is_file() and (tmp_path / "site" / index.MANIFEST).is_file()
+    half = hiraishin("index", str(wheels), "--out", str(tmp_path / "site2"), "--assets-url", f"{RELEASES}/v1",
+                     cwd=tmp_path)
+    assert half.returncode != 0 and "--assets-url and --assets-out go together" in half.stderr
+
+
+# --- the publish job's scripts --------------------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def script(name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run([str(REPO / "ci" / name), *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
+
+
+class StatusHandler(QuietHandler):
+    """Answers every request with the status in its path's first part (/500/...), else as a file server."""
+
+    def do_GET(self) -> None:  # noqa: N802 (the base class's name)
+        first = self.path.strip("/").split("/")[0]
+        if first.isdigit():
+            self.send_error(int(first))
+            return
+        super().do_GET()
+
+
+def test_the_published_list_is_fetched_and_a_missing_one_starts_a_first_release(tmp_path: Path) -> None:
+    published = tmp_path / "published"
+    build_index(release(tmp_path, "v1", "9079.2"), published, assets_url=f"{RELEASES}/v1", assets_out=tmp_path / "a")
+    with served(published) as url:
+        fetched = script("fetch-published-index.sh", url, str(tmp_path / "site"))
+        assert fetched.returncode == 0, fetched.stderr
+        assert (tmp_path / "site" / "index.json").read_bytes() == (published / "index.json").read_bytes()
+        first = script("fetch-published-index.sh", f"{url}/nothing-here", str(tmp_path / "site2"))
+        assert first.returncode == 0 and "this is the first" in first.stdout
+        assert list((tmp_path / "site2").iterdir()) == []
+
+
+def test_a_site_that_answers_with_an_error_fails_the_job_rather_than_drop_the_earlier_releases(
+        tmp_path: Path) -> None:
+    with served(tmp_path, StatusHandler) as url:
+        failed = script("fetch-published-index.sh", f"{url}/503", str(tmp_path / "site"))
+    assert failed.returncode == 13, failed.stdout + failed.stderr
+    assert "answered 503" in failed.stderr and not (tmp_path / "site" / "index.json").exists()
+
+
+def test_the_publish_script_writes_the_assets_and_the_pages_without_wheels(tmp_path: Path) -> None:
+    done = script("publish-index.sh", str(release(tmp_path, "v1", "9079.2")), str(tmp_path / "site"),
+                  str(tmp_path / "assets"), f"{RELEASES}/v1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "assets" / CPU_V1).is_file() and not list((tmp_path / "site").rglob("*.whl"))
+    over = script("publish-index.sh", str(release(tmp_path, "v2", "9080.0")), str(tmp_path / "site"),
+                  str(tmp_path / "assets2"), f"{RELEASES}/v2", env={"HIRAISHIN_SITE_LIMIT_BYTES": "10"})
+    assert over.returncode == 13 and "over the 10-byte limit of GitHub Pages" in over.stderr
