@@ -546,6 +546,22 @@ def index_command(wheel_dir: Path, site: Path, deps_index: str, assets_url: str 
         click.echo(f"variant metadata (draft PEP 825): {result.variants_json}")
 
 
+@cli.command("yank")
+@click.argument("version")
+@click.option("--site", required=True, type=click.Path(file_okay=False, exists=True, path_type=Path),
+              help="The site hiraishin index wrote (for a published one, its index.json fetched into it first).")
+@click.option("--reason", required=True, help="Why: pip shows it to whoever installs the release by its pin.")
+@click.option("--deps-index", metavar="URL", default=PYPI, show_default=True, envvar="HIRAISHIN_DEPS_INDEX",
+              help="Where the wheels' dependencies come from, in the install commands of the root page.")
+@proc.stopping_on_signals()
+def yank_command(version: str, site: Path, reason: str, deps_index: str) -> None:
+    """Yank release VERSION (PEP 592): every variant's wheel of it stays listed, installed only by its pin."""
+    from .index import yank_release
+
+    for wheel in yank_release(site.resolve(), version, reason, deps_index=deps_index):
+        click.echo(f"yanked     {wheel.variant}/{wheel.filename}")
+
+
 # -- CI ---------------------------------------------------------------------
 
 @cli.command("matrix")

@@ -197,9 +197,11 @@ def _page(title: str, links: Iterable[str]) -> bytes:
             f"{body}\n  </body>\n</html>\n").encode()
 
 
-def _file_link(wheel: IndexedWheel) -> str:
+def _file_link(wheel: IndexedWheel, yanked: str | None = None) -> str:
     href = (wheel.href or urllib.parse.quote(wheel.filename)) + f"#sha256={wheel.sha256}"
     attributes = [f'href="{href}"']
+    if yanked is not None:
+        attributes.append(f'data-yanked="{html.escape(yanked)}"')
     if wheel.requires_python:
         attributes.append(f'data-requires-python="{html.escape(wheel.requires_python)}"')
     metadata_hash = f"sha256={hashlib.sha256(wheel.metadata).hexdigest()}"
@@ -305,6 +307,85 @@ def release_assets_url(url: str) -> str:
     return url.rstrip("/")
 
 
+def read_yanked(site: Path) -> dict[str, str]:
+    """The yanked wheels of the site's index.json (file name -> reason); {} without one."""
+    path = site / MANIFEST
+    if not path.is_file():
+        return {}
+    try:
+        yanked = json.loads(path.read_text()).get("yanked", {})
+        if not isinstance(yanked, dict) or not all(isinstance(v, str) for v in yanked.values()):
+            raise ValueError("its 'yanked' is not a map of file names to reasons")
+    except (OSError, ValueError, AttributeError) as error:
+        raise IndexBuildError(f"{path}: not an index manifest this version can read ({error})",
+                              hint="fetch it again from the published site; nothing was written") from None
+    return yanked
+
+
+def write_pages(staging: Path, variants: dict[str, tuple[IndexedWheel, ...]], deps_index: str,
+                yanked: dict[str, str]) -> None:
+    """Every page of the site, and its index.json, into ``staging``: per variant the project page (each file's
+    link, hash, METADATA and, for a yanked one, its reason: PEP 592), the simple index, and the root page."""
+    project = canonicalize_name(PROJECT)
+    for variant, listed in variants.items():
+        project_dir = staging / variant / "simple" / project
+        project_dir.mkdir(parents=True, exist_ok=True)
+        for wheel in listed:
+            if wheel.href is None:  # an asset's METADATA is served beside it, where pip looks (PEP 658)
+                atomic_write_bytes(project_dir / f"{wheel.filename}.metadata", wheel.metadata)
+        atomic_write_bytes(project_dir / "index.html",
+                           _page(f"Links for {PROJECT}", [_file_link(w, yanked.get(w.filename)) for w in listed]))
+        atomic_write_bytes(staging / variant / "simple" / "index.html",
+                           _page("Simple index", [f'<a href="{project}/">{PROJECT}</a>']))
+    installable = {name: [w for w in listed if w.filename not in yanked] or list(listed)
+                   for name, listed in variants.items()}
+    atomic_write_bytes(staging / "index.html", _page(
+        f"{PROJECT} indexes",
+        [f'<a href="{name}/simple/">{name}</a>: '
+         + html.escape(install_command(listed, f"<this site>/{name}/simple", deps_index))
+         for name, listed in installable.items()]))
+    hosted = [manifest_entry(w) for listed in variants.values() for w in listed if w.href is not None]
+    if hosted or yanked or (staging / MANIFEST).is_file():
+        atomic_write_bytes(staging / MANIFEST, (json.dumps(
+            {"format": MANIFEST_FORMAT, "project": PROJECT, "wheels": hosted, "yanked": dict(sorted(yanked.items()))},
+            indent=1) + "\n").encode())
+
+
+def yank_release(site: Path, version: str, reason: str, *, deps_index: str = PYPI) -> tuple[IndexedWheel, ...]:
+    """Mark every wheel of release ``version`` (its public version: 10400.20, every variant) yanked in the site's
+    pages (PEP 592): pip then installs it only when pinned to it exactly. The wheels stay where they are."""
+    if not reason.strip():
+        raise IndexBuildError("a yank needs its reason", hint="say why, e.g. --reason 'wrong tokens with KV q8_0 on "
+                              "sm_86'; pip shows it to whoever installs the release by its pin")
+    try:
+        wanted = Version(version)
+    except ValueError:
+        raise IndexBuildError(f"{version!r} is not a version", hint="give a release's version, e.g. 10400.20") from None
+    if not site.is_dir():
+        raise IndexBuildError(f"{site} is not a site (no directory)", hint="give the site hiraishin index wrote")
+    project = canonicalize_name(PROJECT)
+    published: dict[str, dict[str, IndexedWheel]] = {}
+    for variant_dir in sorted(p for p in site.iterdir() if (p / "simple").is_dir()):
+        published[variant_dir.name] = {
+            p.name: read_wheel(p, variant_dir.name) for p in sorted((variant_dir / "simple" / project).glob("*.whl"))}
+    for listed_wheel in read_manifest(site):
+        published.setdefault(listed_wheel.variant, {}).setdefault(listed_wheel.filename, listed_wheel)
+    variants = {variant: tuple(wheels[name] for name in sorted(wheels)) for variant, wheels in sorted(published.items())}
+    hit = tuple(w for listed in variants.values() for w in listed if Version(w.version.public) == wanted)
+    if not hit:
+        versions = sorted({str(Version(w.version.public)) for listed in variants.values() for w in listed}, key=Version)
+        raise IndexBuildError(f"the site {site} has no release {version}",
+                              hint=f"its releases: {', '.join(versions) or 'none'}; nothing was changed")
+    yanked = {**read_yanked(site), **{w.filename: reason for w in hit}}
+    with staged_directory(site) as staging:
+        shutil.copytree(site, staging, symlinks=True, copy_function=_link_or_copy, dirs_exist_ok=True)
+        write_pages(staging, variants, deps_index, yanked)
+        write_variants_json(staging, variants)  # a site fetched as its index.json alone gets them back
+    for wheel in hit:
+        get_logger().info("yanked %s under %s/simple: %s", wheel.filename, wheel.variant, reason)
+    return hit
+
+
 def check_site_path(site: Path, wheel_dir: Path) -> None:
     """Refuse a site that cannot be written, before any wheel is read: a file, a place without write access,
     or a directory inside ``wheel_dir``, whose published wheels the next run would read as new ones."""
@@ -404,25 +485,7 @@ def build_index(wheel_dir: Path, site: Path, *, deps_index: str = PYPI, assets_u
             if not target.is_file():
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(path, target)
-        for variant, listed in variants.items():
-            project_dir = staging / variant / "simple" / project
-            project_dir.mkdir(parents=True, exist_ok=True)
-            for wheel in listed:
-                if wheel.href is None:  # an asset's METADATA is served beside it, where pip looks (PEP 658)
-                    atomic_write_bytes(project_dir / f"{wheel.filename}.metadata", wheel.metadata)
-            atomic_write_bytes(project_dir / "index.html",
-                               _page(f"Links for {PROJECT}", [_file_link(w) for w in listed]))
-            atomic_write_bytes(staging / variant / "simple" / "index.html",
-                               _page("Simple index", [f'<a href="{project}/">{PROJECT}</a>']))
-        atomic_write_bytes(staging / "index.html", _page(
-            f"{PROJECT} indexes",
-            [f'<a href="{name}/simple/">{name}</a>: '
-             + html.escape(install_command(listed, f"<this site>/{name}/simple", deps_index))
-             for name, listed in variants.items()]))
-        hosted = [manifest_entry(w) for listed in variants.values() for w in listed if w.href is not None]
-        if hosted or (site / MANIFEST).is_file():
-            atomic_write_bytes(staging / MANIFEST, (json.dumps(
-                {"format": MANIFEST_FORMAT, "project": PROJECT, "wheels": hosted}, indent=1) + "\n").encode())
+        write_pages(staging, variants, deps_index, read_yanked(site) if site.is_dir() else {})
         variants_files = tuple(site / path.name for path in write_variants_json(staging, variants))
         if assets_out is not None:
             # The files to upload as the release's assets; written before the site is swapped in, so a site never

@@ -221,3 +221,72 @@ def test_the_publish_script_writes_the_assets_and_the_pages_without_wheels(tmp_p
     over = script("publish-index.sh", str(release(tmp_path, "v2", "9080.0")), str(tmp_path / "site"),
                   str(tmp_path / "assets2"), f"{RELEASES}/v2", env={"HIRAISHIN_SITE_LIMIT_BYTES": "10"})
     assert over.returncode == 13 and "over the 10-byte limit of GitHub Pages" in over.stderr
+
+
+# --- yanking a release (PEP 592) ------------------------------------------------------------------------------
+
+
+def test_a_yanked_release_is_installed_only_by_its_pin(tmp_path: Path) -> None:
+    site, assets = tmp_path / "site", tmp_path / "assets"
+    with served(site) as pages, served(assets) as downloads:
+        build_index(release(tmp_path, "v1", "9079.2"), site, assets_url=f"{downloads}/v1", assets_out=assets / "v1")
+        build_index(release(tmp_path, "v2", "9080.0"), site, assets_url=f"{downloads}/v2", assets_out=assets / "v2")
+        hit = index.yank_release(site, "9080.0", "wrong tokens with KV q8_0")
+        assert sorted(w.filename for w in hit) == [CPU_V2, CPU_V2.replace("+cpu", "+cu13.sm90")]
+        page = (site / "cpu" / "simple" / "hiraishin-llama" / "index.html").read_text()
+        assert page.count('data-yanked="wrong tokens with KV q8_0"') == 1
+        for pin, wanted in (("", "9079.2+cpu"), ("==9080.0+cpu", "9080.0+cpu")):
+            venv = fresh_venv(tmp_path / f"venv{pin or '-unpinned'}")
+            completed = pip_install(venv, "--index-url", f"{pages}/cpu/simple", f"hiraishin-llama{pin}")
+            assert completed.returncode == 0, completed.stdout + completed.stderr
+            shown = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "show", "hiraishin-llama"],
+                                   capture_output=True, text=True, check=True).stdout
+            assert re.search(rf"^Version: {re.escape(wanted)}$", shown, re.MULTILINE), shown
+        # the root page's command names the newest release that is not yanked
+        assert "hiraishin-llama==9079.2+cpu" in (site / "index.html").read_text()
+        # a later release keeps the yank
+        build_index(release(tmp_path, "v3", "9081.0"), site, assets_url=f"{downloads}/v3", assets_out=assets / "v3")
+        assert json.loads((site / index.MANIFEST).read_text())["yanked"] == {
+            CPU_V2: "wrong tokens with KV q8_0", CPU_V2.replace("+cpu", "+cu13.sm90"): "wrong tokens with KV q8_0"}
+        assert 'data-yanked="wrong tokens with KV q8_0"' in (site / "cpu" / "simple" / "hiraishin-llama" /
+                                                             "index.html").read_text()
+
+
+@pytest.mark.parametrize(("version", "reason", "match"), [
+    ("9099.0", "broken", r"has no release 9099\.0.*"),
+    ("not a version", "broken", "is not a version"),
+    ("9079.2", "  ", "a yank needs its reason"),
+])
+def test_a_yank_that_names_no_release_or_gives_no_reason_changes_nothing(
+        tmp_path: Path, version: str, reason: str, match: str) -> None:
+    site = tmp_path / "site"
+    build_index(release(tmp_path, "v1", "9079.2"), site, assets_url=f"{RELEASES}/v1", assets_out=tmp_path / "a1")
+    before = snapshot(site)
+    with pytest.raises(IndexBuildError, match=match) as raised:
+        index.yank_release(site, version, reason)
+    if "has no release" in match:
+        assert "its releases: 9079.2" in (raised.value.hint or "")
+    assert snapshot(site) == before
+
+
+def test_the_yank_command(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    build_index(release(tmp_path, "v1", "9079.2"), site, assets_url=f"{RELEASES}/v1", assets_out=tmp_path / "a1")
+    done = hiraishin("yank", "9079.2", "--site", str(site), "--reason", "a bad build", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"yanked     cpu/{CPU_V1}" in done.stdout
+    missing = hiraishin("yank", "9079.2", "--site", str(site), cwd=tmp_path)
+    assert missing.returncode == 2 and "--reason" in missing.stderr
+
+
+def test_a_yank_on_the_published_list_alone_writes_the_whole_site(tmp_path: Path) -> None:
+    """The yank workflow has the published index.json only: the pages and variant files come back from it."""
+    published = tmp_path / "published"
+    build_index(release(tmp_path, "v1", "9079.2"), published, assets_url=f"{RELEASES}/v1", assets_out=tmp_path / "a1")
+    build_index(release(tmp_path, "v2", "9080.0"), published, assets_url=f"{RELEASES}/v2", assets_out=tmp_path / "a2")
+    fetched = tmp_path / "site"
+    fetched.mkdir()
+    (fetched / index.MANIFEST).write_bytes((published / index.MANIFEST).read_bytes())
+    index.yank_release(fetched, "9079.2", "superseded")
+    index.yank_release(published, "9079.2", "superseded")
+    assert snapshot(fetched) == snapshot(published)

@@ -43,7 +43,8 @@ def commands(run: str) -> list[list[str]]:
 
 
 def test_the_four_workflows_exist() -> None:
-    assert [path.name for path in SOURCES] == ["checks.yml", "publish.yml", "upstream-watch.yml", "wheels.yml"]
+    assert [path.name for path in SOURCES] == ["checks.yml", "publish.yml", "upstream-watch.yml", "wheels.yml",
+                                               "yank.yml"]
 
 
 def test_installed_workflows_are_in_sync() -> None:
@@ -147,6 +148,7 @@ def test_least_privilege_permissions_and_concurrency() -> None:
         "publish/publish": {"contents": "write", "pages": "write", "id-token": "write"},
         "wheels/publish": {"contents": "write", "pages": "write", "id-token": "write"},
         "upstream-watch/watch": {"issues": "write"},
+        "yank/yank": {"pages": "write", "id-token": "write"},
     }
 
 
