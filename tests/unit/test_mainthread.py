@@ -29,17 +29,17 @@ def blocked_signals(native_id: int) -> set[int]:
 
 def helper_masks_while(run) -> dict[int, set[int]]:  # type: ignore[no-untyped-def]
     """Run ``run()`` in the main thread; meanwhile, from a thread of the test's own, the blocked signals of every
-    other thread of the process (the helpers ``run`` started)."""
+    thread that was not there before (the helpers ``run`` started; not those of pytest or of earlier tests)."""
     seen: dict[int, set[int]] = {}
     done = threading.Event()
-    main = threading.main_thread().native_id
+    before = {int(task.name) for task in Path("/proc/self/task").iterdir()}
 
     def watch() -> None:
         me = threading.get_native_id()
         while not done.is_set():
             for task in Path("/proc/self/task").iterdir():
                 native_id = int(task.name)
-                if native_id not in (main, me):
+                if native_id not in before and native_id != me:
                     try:
                         seen[native_id] = blocked_signals(native_id)
                     except OSError:
