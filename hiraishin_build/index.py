@@ -275,11 +275,12 @@ def manifest_entry(wheel: IndexedWheel) -> dict:
             "build_info": wheel.build_info, "extras": list(wheel.extras)}
 
 
-def read_manifest(site: Path) -> list[IndexedWheel]:
-    """The wheels an earlier run listed whose files the site does not hold (SITE/index.json); none without it."""
+def read_manifest(site: Path) -> tuple[list[IndexedWheel], dict[str, str]]:
+    """What an earlier run wrote to SITE/index.json: the wheels it listed whose files the site does not hold, and
+    the yanked wheels (file name -> reason); nothing without one."""
     path = site / MANIFEST
     if not path.is_file():
-        return []
+        return [], {}
     try:
         document = json.loads(path.read_text())
         if document.get("format") != MANIFEST_FORMAT:
@@ -288,13 +289,36 @@ def read_manifest(site: Path) -> list[IndexedWheel]:
                                e["metadata"].encode("utf-8", "surrogateescape"), dict(e.get("build_info") or {}),
                                tuple(e.get("extras") or ()), str(e["href"]))
                   for e in document["wheels"]]
+        yanked = document.get("yanked", {})
+        if not isinstance(yanked, dict) or not all(isinstance(v, str) for v in yanked.values()):
+            raise ValueError("its 'yanked' is not a map of file names to reasons")
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise IndexBuildError(f"{path}: not an index manifest this version can read ({error})",
                               hint="it is the published site's own index.json: fetch it again from the site, or "
                                    "remove it to start a site with no earlier release; nothing was written") from None
     for wheel in wheels:
         parse_name(Path(wheel.filename))
-    return wheels
+    return wheels, yanked
+
+
+def read_site(site: Path) -> tuple[dict[str, dict[str, IndexedWheel]], dict[str, str]]:
+    """Every wheel the site lists, per variant and file name (those in it, checked, and those its index.json
+    lists), and its yanked wheels; nothing for a site not written yet."""
+    if not site.is_dir():
+        return {}, {}
+    project = canonicalize_name(PROJECT)
+    published: dict[str, dict[str, IndexedWheel]] = {}
+    for variant_dir in sorted(p for p in site.iterdir() if (p / "simple").is_dir()):
+        published[variant_dir.name] = {
+            p.name: read_wheel(p, variant_dir.name) for p in sorted((variant_dir / "simple" / project).glob("*.whl"))}
+    listed, yanked = read_manifest(site)
+    for wheel in listed:
+        published.setdefault(wheel.variant, {}).setdefault(wheel.filename, wheel)
+    return published, yanked
+
+
+def _by_variant(published: dict[str, dict[str, IndexedWheel]]) -> dict[str, tuple[IndexedWheel, ...]]:
+    return {variant: tuple(wheels[name] for name in sorted(wheels)) for variant, wheels in sorted(published.items())}
 
 
 def release_assets_url(url: str) -> str:
@@ -305,21 +329,6 @@ def release_assets_url(url: str) -> str:
                               hint="give the release's download URL, e.g. "
                                    "https://github.com/OWNER/REPO/releases/download/TAG")
     return url.rstrip("/")
-
-
-def read_yanked(site: Path) -> dict[str, str]:
-    """The yanked wheels of the site's index.json (file name -> reason); {} without one."""
-    path = site / MANIFEST
-    if not path.is_file():
-        return {}
-    try:
-        yanked = json.loads(path.read_text()).get("yanked", {})
-        if not isinstance(yanked, dict) or not all(isinstance(v, str) for v in yanked.values()):
-            raise ValueError("its 'yanked' is not a map of file names to reasons")
-    except (OSError, ValueError, AttributeError) as error:
-        raise IndexBuildError(f"{path}: not an index manifest this version can read ({error})",
-                              hint="fetch it again from the published site; nothing was written") from None
-    return yanked
 
 
 def write_pages(staging: Path, variants: dict[str, tuple[IndexedWheel, ...]], deps_index: str,
@@ -363,20 +372,14 @@ def yank_release(site: Path, version: str, reason: str, *, deps_index: str = PYP
         raise IndexBuildError(f"{version!r} is not a version", hint="give a release's version, e.g. 10400.20") from None
     if not site.is_dir():
         raise IndexBuildError(f"{site} is not a site (no directory)", hint="give the site hiraishin index wrote")
-    project = canonicalize_name(PROJECT)
-    published: dict[str, dict[str, IndexedWheel]] = {}
-    for variant_dir in sorted(p for p in site.iterdir() if (p / "simple").is_dir()):
-        published[variant_dir.name] = {
-            p.name: read_wheel(p, variant_dir.name) for p in sorted((variant_dir / "simple" / project).glob("*.whl"))}
-    for listed_wheel in read_manifest(site):
-        published.setdefault(listed_wheel.variant, {}).setdefault(listed_wheel.filename, listed_wheel)
-    variants = {variant: tuple(wheels[name] for name in sorted(wheels)) for variant, wheels in sorted(published.items())}
+    published, yanked = read_site(site)
+    variants = _by_variant(published)
     hit = tuple(w for listed in variants.values() for w in listed if Version(w.version.public) == wanted)
     if not hit:
         versions = sorted({str(Version(w.version.public)) for listed in variants.values() for w in listed}, key=Version)
         raise IndexBuildError(f"the site {site} has no release {version}",
                               hint=f"its releases: {', '.join(versions) or 'none'}; nothing was changed")
-    yanked = {**read_yanked(site), **{w.filename: reason for w in hit}}
+    yanked = {**yanked, **{w.filename: reason for w in hit}}
     with staged_directory(site) as staging:
         shutil.copytree(site, staging, symlinks=True, copy_function=_link_or_copy, dirs_exist_ok=True)
         write_pages(staging, variants, deps_index, yanked)
@@ -433,12 +436,7 @@ def build_index(wheel_dir: Path, site: Path, *, deps_index: str = PYPI, assets_u
                                    "the wheels/ beside an sdist); nothing was written")
     project = canonicalize_name(PROJECT)
     # 1. Read and check everything.
-    published: dict[str, dict[str, IndexedWheel]] = {}
-    for variant_dir in sorted(p for p in site.iterdir() if (p / "simple").is_dir()) if site.is_dir() else []:
-        published[variant_dir.name] = {
-            p.name: read_wheel(p, variant_dir.name) for p in sorted((variant_dir / "simple" / project).glob("*.whl"))}
-    for listed_wheel in read_manifest(site) if site.is_dir() else []:
-        published.setdefault(listed_wheel.variant, {}).setdefault(listed_wheel.filename, listed_wheel)
+    published, yanked = read_site(site)
     added: list[tuple[Path, IndexedWheel]] = []
     skipped: list[str] = []
     seen: dict[str, str] = {}
@@ -467,7 +465,7 @@ def build_index(wheel_dir: Path, site: Path, *, deps_index: str = PYPI, assets_u
                                   hint="a published wheel is never replaced; raise the stack revision instead")
         published.setdefault(variant, {})[path.name] = wheel
         added.append((path, wheel))
-    variants = {variant: tuple(wheels[name] for name in sorted(wheels)) for variant, wheels in sorted(published.items())}
+    variants = _by_variant(published)
     if not added:
         # A publish step must not pass having published nothing.
         raise IndexBuildError(f"{wheel_dir} holds no labelled hiraishin-llama wheel: "
@@ -485,7 +483,7 @@ def build_index(wheel_dir: Path, site: Path, *, deps_index: str = PYPI, assets_u
             if not target.is_file():
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(path, target)
-        write_pages(staging, variants, deps_index, read_yanked(site) if site.is_dir() else {})
+        write_pages(staging, variants, deps_index, yanked)
         variants_files = tuple(site / path.name for path in write_variants_json(staging, variants))
         if assets_out is not None:
             # The files to upload as the release's assets; written before the site is swapped in, so a site never

@@ -8,8 +8,11 @@ another; fixtures live in the conftest.py files.
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
+import functools
 import hashlib
+import http.server
 import importlib.util
 import io
 import os
@@ -17,7 +20,9 @@ import shutil
 import stat
 import subprocess
 import sys
+import threading
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -185,3 +190,27 @@ def readme_server_command(target: Path, draft: Path) -> list[str]:
     assert lines, f"{README} shows no `llama-server ... -md ...` command"
     words = lines[0].split()[1:]
     return [str(target) if w == "target.gguf" else str(draft) if w == "draft.gguf" else w for w in words]
+
+
+# -- HTTP on 127.0.0.1 (an index site, release assets) ------------------------
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """A file server that does not log every request to stderr."""
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
+        pass
+
+
+@contextlib.contextmanager
+def served(directory: Path, handler: type[http.server.SimpleHTTPRequestHandler] = QuietHandler) -> Iterator[str]:
+    """``directory`` over HTTP on a free port of 127.0.0.1, for the block: its base URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(directory)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

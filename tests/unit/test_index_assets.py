@@ -4,15 +4,10 @@ HTTP from two servers on 127.0.0.1 (the site, the assets)."""
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import hashlib
 import json
 import re
 import subprocess
-import threading
-from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -21,31 +16,12 @@ from hiraishin_build import index
 from hiraishin_build.errors import PathError
 from hiraishin_build.index import IndexBuildError, build_index
 
-from ..helpers import fresh_venv, hiraishin, pip_install, site_packages
+from ..helpers import QuietHandler, fresh_venv, hiraishin, pip_install, served, site_packages
 from .test_index import labelled, snapshot
 
 RELEASES = "https://github.com/example/hiraishin-llama/releases/download"
 CPU_V1 = "hiraishin_llama-9079.2+cpu-py3-none-manylinux_2_35_x86_64.whl"
 CPU_V2 = "hiraishin_llama-9080.0+cpu-py3-none-manylinux_2_35_x86_64.whl"
-
-
-class QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
-        pass
-
-
-@contextlib.contextmanager
-def served(directory: Path, handler: type[SimpleHTTPRequestHandler] = QuietHandler) -> Iterator[str]:
-    """``directory`` over HTTP on a free port of 127.0.0.1, for the block: its base URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(directory)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 def release(tmp_path: Path, name: str, version: str) -> Path:
@@ -290,3 +266,14 @@ def test_a_yank_on_the_published_list_alone_writes_the_whole_site(tmp_path: Path
     index.yank_release(fetched, "9079.2", "superseded")
     index.yank_release(published, "9079.2", "superseded")
     assert snapshot(fetched) == snapshot(published)
+
+
+def test_a_list_whose_yanks_are_damaged_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    build_index(release(tmp_path, "v1", "9079.2"), site, assets_url=f"{RELEASES}/v1", assets_out=tmp_path / "a1")
+    listed = json.loads((site / index.MANIFEST).read_text())
+    (site / index.MANIFEST).write_text(json.dumps({**listed, "yanked": ["9079.2"]}))
+    before = snapshot(site)
+    with pytest.raises(IndexBuildError, match="its 'yanked' is not a map of file names to reasons"):
+        build_index(release(tmp_path, "v2", "9080.0"), site, assets_url=f"{RELEASES}/v2", assets_out=tmp_path / "a2")
+    assert snapshot(site) == before and not (tmp_path / "a2").exists()

@@ -12,8 +12,7 @@ import subprocess
 from pathlib import Path
 
 from hiraishin_build.index import PYPI, build_index, install_command
-from tests.helpers import PLAIN, fresh_venv, make_wheel, pip_install
-from tests.unit.test_index_assets import served
+from tests.helpers import PLAIN, fresh_venv, make_wheel, pip_install, served
 
 
 def installed_version(venv: Path) -> str:
