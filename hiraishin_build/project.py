@@ -13,6 +13,11 @@ from .pin import PIN_FILE, UpstreamPin, load_pin
 class Project:
     root: Path
 
+    def __post_init__(self) -> None:
+        # Patches are applied by git inside a scratch or work tree, not in the caller's directory: a relative root
+        # would name files that git cannot find there.
+        object.__setattr__(self, "root", Path(self.root).resolve())
+
     @property
     def pin_file(self) -> Path:
         return self.root / PIN_FILE

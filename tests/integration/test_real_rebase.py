@@ -44,6 +44,8 @@ CONFLICTING_ON_OLDER = [
     "tests-every-weight-type-of-ggml-s-type-table-in-test-batch-i.patch",
     # adds its cases next to those of the MUL_MAT_ID patch above, in test-backend-ops.cpp
     "tests-every-weight-type-of-ggml-s-type-table-in-test-backend.patch",
+    # the TQ weight dispatch it changes in ggml_cuda_mul_mat is written differently there (one else-if chain)
+    "ggml-cuda-batch-invariant-f16-mat-vec-sums-in-float-tq3-1s-u.patch",
 ]
 REQUIRED_REFS = (PREVIOUS, OLDER)
 

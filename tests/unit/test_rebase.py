@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from hiraishin_build import git, lock, rebase
+from hiraishin_build.project import Project
 from hiraishin_build.errors import RebaseError, RebaseStopped, UpstreamError, WorkTreeError
 from hiraishin_build.report import ChangeKind, PatchStatus, rebase_json, rebase_text, scan_json, scan_text
 from hiraishin_build.series import read_series
@@ -379,6 +380,17 @@ def test_interrupted_while_finishing(sp: StackProject, monkeypatch: pytest.Monke
 
 
 # -- dry run and scan ------------------------------------------------------------
+
+def test_dry_run_from_a_relative_project_path(sp: StackProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    # git am runs inside the scratch tree, so a patch path relative to the caller's directory would not be found
+    # there and every patch would read as a conflict.
+    tag_upstream(sp, "b102", {MMVQ: shift_top})
+    monkeypatch.chdir(sp.project.root.parent)
+    relative = Project(Path(sp.project.root.name))
+    assert relative.root.is_absolute() and relative.root == sp.project.root
+    report = rebase.dry_run(relative, sp.cache, "b102")
+    assert statuses(report) == [PatchStatus.OFFSET, PatchStatus.CLEAN, PatchStatus.OFFSET]
+
 
 def test_dry_run_reports_everything_and_touches_nothing(sp: StackProject) -> None:
     tag_upstream(sp, "b102", {MMVQ: lambda t: conflict_block_20(shift_top(t))})
