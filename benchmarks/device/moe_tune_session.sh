@@ -6,11 +6,12 @@
 # mode must pass the batch-invariance cases; the perf cases say which is fastest.
 #
 #   WIP_BINARY=build/wip-moe-rows.xz moe_tune_session.sh [MODES]   # MODES: default "0 1 2"
-#   MOE_TUNE_VAR=HIRAISHIN_MOE_BI_KERNEL MOE_TUNE_BASE=block WIP_BINARY=build/wip-moe-warp.xz \
-#       moe_tune_session.sh "block warp warp1"   # the warp-per-item kernel (moe-bi-warp-per-token.patch)
+#   MOE_TUNE_VAR=HIRAISHIN_MOE_BI_KERNEL MOE_TUNE_BASE=none moe_tune_session.sh "block warp warp1"
+#       # the kernels a stack with moe-bi-warp-per-token.patch picks from, with the test-backend-ops of the wheel
+#       # gpu_session.sh built (WIP_BINARY unset)
 #
 # MOE_TUNE_VAR names the variable (default HIRAISHIN_MOE_BI_ROWS); every mode but MOE_TUNE_BASE (the stack's
-# own launch, default 0) also runs the batch-invariance cases.
+# own launch, default 0; none: no mode is skipped) also runs the batch-invariance cases.
 #
 # Logs and report.json (benchmarks/kernel_session_report.py) go to $OUT.
 set -uo pipefail
@@ -22,8 +23,14 @@ modes=${1:-0 1 2}
 var=${MOE_TUNE_VAR:-HIRAISHIN_MOE_BI_ROWS}
 base=${MOE_TUNE_BASE:-0}
 nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-mkdir -p /tmp/wip/build/bin && cd /tmp/wip/build/bin || exit 1
-xz -dc "$REPO/${WIP_BINARY:?an xz-compressed test-backend-ops}" > ./test-backend-ops && chmod +x ./test-backend-ops || exit 1
+if [ -n "${WIP_BINARY:-}" ]; then
+    mkdir -p /tmp/wip/build/bin && cd /tmp/wip/build/bin || exit 1
+    xz -dc "$REPO/$WIP_BINARY" > ./test-backend-ops && chmod +x ./test-backend-ops || exit 1
+else
+    # the test-backend-ops of the wheel `gpu_session.sh build` made, beside the libraries it links
+    cd "$REPO/build/cu13-sm90/bin" 2>/dev/null && [ -x ./test-backend-ops ] ||
+        { echo "no test-backend-ops in $REPO/build/cu13-sm90/bin: run gpu_session.sh build first, or set WIP_BINARY"; exit 1; }
+fi
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # The products of one Qwen3-30B-A3B layer (128 experts, 8 used, 2048 -> 768) and of gpt-oss-20b (32, 4,
 # 2880 -> 2880) at 1, 4 and 8 tokens, alone and fused with their gate and GLU.
