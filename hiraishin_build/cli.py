@@ -529,18 +529,21 @@ def doctor_command(obj: Context, recipe_name: str | None) -> None:
                    "from SITE/index.json.")
 @click.option("--assets-out", type=click.Path(file_okay=False, path_type=Path),
               help="With --assets-url: where to write the files to upload there (the wheels and their .metadata).")
+@click.option("--site-url", metavar="URL", envvar="HIRAISHIN_SITE_URL",
+              help="Where the site will be served (e.g. https://OWNER.github.io/REPO), for the install commands of "
+                   "its root page; kept in SITE/index.json for later runs.")
 @proc.stopping_on_signals()
 def index_command(wheel_dir: Path, site: Path, deps_index: str, assets_url: str | None,
-                  assets_out: Path | None) -> None:
+                  assets_out: Path | None, site_url: str | None) -> None:
     """PEP 503 indexes per variant from the labelled wheels under WHEEL_DIR."""
     from .index import build_index, install_command
 
     result = build_index(wheel_dir.resolve(), site.resolve(), deps_index=deps_index, assets_url=assets_url,
-                         assets_out=assets_out.resolve() if assets_out else None)
+                         assets_out=assets_out.resolve() if assets_out else None, site_url=site_url)
     for reason in result.skipped:
         click.echo(f"skipped: {reason}", err=True)
     for variant, wheels in result.variants.items():
-        url = (result.site / variant / "simple").as_uri()
+        url = f"{result.site_url}/{variant}/simple" if result.site_url else (result.site / variant / "simple").as_uri()
         click.echo(f"{variant:<12} {len(wheels)} wheel(s): {install_command(wheels, url, deps_index)}")
     if result.variants_json:
         click.echo(f"variant metadata (draft PEP 825): {result.variants_json}")

@@ -1,6 +1,6 @@
 """Static package indexes, one per wheel variant (PEP 503 simple API).
 
-``pip install hiraishin-llama[cu12] --index-url <site>/cu12-sm89/simple``:
+``pip install hiraishin-llama[cu12] --index-url https://OWNER.github.io/REPO/cu12-sm89/simple``:
 each variant gets its own index, so pip can only ever pick that variant's
 wheel (the local label alone would not stop pip from preferring another).
 Each file link carries its sha256 (pip verifies it), Requires-Python, and the
@@ -115,6 +115,9 @@ class IndexResult:
     """The newest release's variants file."""
 
     variants_files: tuple[Path, ...] = ()
+
+    site_url: str | None = None
+    """Where the site is served (given now or remembered in its index.json); None: not said."""
     """One variants file per release the site holds, oldest first."""
 
 
@@ -275,12 +278,20 @@ def manifest_entry(wheel: IndexedWheel) -> dict:
             "build_info": wheel.build_info, "extras": list(wheel.extras)}
 
 
-def read_manifest(site: Path) -> tuple[list[IndexedWheel], dict[str, str]]:
-    """What an earlier run wrote to SITE/index.json: the wheels it listed whose files the site does not hold, and
-    the yanked wheels (file name -> reason); nothing without one."""
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    """What an earlier run wrote to SITE/index.json."""
+
+    wheels: list[IndexedWheel]  # the wheels it listed whose files the site does not hold (release assets)
+    yanked: dict[str, str]  # file name -> reason
+    site_url: str | None = None  # where the site is served, for the commands on its root page
+
+
+def read_manifest(site: Path) -> Manifest:
+    """SITE/index.json as an earlier run wrote it; an empty manifest without one."""
     path = site / MANIFEST
     if not path.is_file():
-        return [], {}
+        return Manifest([], {})
     try:
         document = json.loads(path.read_text())
         if document.get("format") != MANIFEST_FORMAT:
@@ -292,49 +303,61 @@ def read_manifest(site: Path) -> tuple[list[IndexedWheel], dict[str, str]]:
         yanked = document.get("yanked", {})
         if not isinstance(yanked, dict) or not all(isinstance(v, str) for v in yanked.values()):
             raise ValueError("its 'yanked' is not a map of file names to reasons")
+        url = document.get("site_url")
+        if url is not None and not isinstance(url, str):
+            raise ValueError("its 'site_url' is not a string")
+        url = directory_url(url, "site_url") if url is not None else None
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise IndexBuildError(f"{path}: not an index manifest this version can read ({error})",
                               hint="it is the published site's own index.json: fetch it again from the site, or "
                                    "remove it to start a site with no earlier release; nothing was written") from None
+    except IndexBuildError as error:
+        raise IndexBuildError(f"{path}: {error.message}", hint=error.hint) from None
     for wheel in wheels:
         parse_name(Path(wheel.filename))
-    return wheels, yanked
+    return Manifest(wheels, yanked, url)
 
 
-def read_site(site: Path) -> tuple[dict[str, dict[str, IndexedWheel]], dict[str, str]]:
+def read_site(site: Path) -> tuple[dict[str, dict[str, IndexedWheel]], Manifest]:
     """Every wheel the site lists, per variant and file name (those in it, checked, and those its index.json
-    lists), and its yanked wheels; nothing for a site not written yet."""
+    lists), and its index.json; nothing for a site not written yet."""
     if not site.is_dir():
-        return {}, {}
+        return {}, Manifest([], {})
     project = canonicalize_name(PROJECT)
     published: dict[str, dict[str, IndexedWheel]] = {}
     for variant_dir in sorted(p for p in site.iterdir() if (p / "simple").is_dir()):
         published[variant_dir.name] = {
             p.name: read_wheel(p, variant_dir.name) for p in sorted((variant_dir / "simple" / project).glob("*.whl"))}
-    listed, yanked = read_manifest(site)
-    for wheel in listed:
+    manifest = read_manifest(site)
+    for wheel in manifest.wheels:
         published.setdefault(wheel.variant, {}).setdefault(wheel.filename, wheel)
-    return published, yanked
+    return published, manifest
 
 
 def _by_variant(published: dict[str, dict[str, IndexedWheel]]) -> dict[str, tuple[IndexedWheel, ...]]:
     return {variant: tuple(wheels[name] for name in sorted(wheels)) for variant, wheels in sorted(published.items())}
 
 
-def release_assets_url(url: str) -> str:
-    """The base URL of a release's assets, checked: http(s), no query or fragment; without its trailing slash."""
+def directory_url(url: str, option: str) -> str:
+    """An http(s) URL of a directory, checked (no query or fragment), without its trailing slash."""
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme not in ("https", "http") or not parsed.netloc or parsed.query or parsed.fragment:
-        raise IndexBuildError(f"--assets-url {url!r} is not an http(s) URL of a directory",
-                              hint="give the release's download URL, e.g. "
-                                   "https://github.com/OWNER/REPO/releases/download/TAG")
+        example = ("the release's download URL, e.g. https://github.com/OWNER/REPO/releases/download/TAG"
+                   if option == "--assets-url" else "the URL the site is served at, e.g. https://OWNER.github.io/REPO")
+        raise IndexBuildError(f"{option} {url!r} is not an http(s) URL of a directory", hint=f"give {example}")
     return url.rstrip("/")
 
 
+def release_assets_url(url: str) -> str:
+    """The base URL of a release's assets, checked."""
+    return directory_url(url, "--assets-url")
+
+
 def write_pages(staging: Path, variants: dict[str, tuple[IndexedWheel, ...]], deps_index: str,
-                yanked: dict[str, str]) -> None:
+                yanked: dict[str, str], site_url: str | None = None) -> None:
     """Every page of the site, and its index.json, into ``staging``: per variant the project page (each file's
-    link, hash, METADATA and, for a yanked one, its reason: PEP 592), the simple index, and the root page."""
+    link, hash, METADATA and, for a yanked one, its reason: PEP 592), the simple index, and the root page, whose
+    install commands name ``site_url`` where it is known."""
     project = canonicalize_name(PROJECT)
     for variant, listed in variants.items():
         project_dir = staging / variant / "simple" / project
@@ -351,13 +374,15 @@ def write_pages(staging: Path, variants: dict[str, tuple[IndexedWheel, ...]], de
     atomic_write_bytes(staging / "index.html", _page(
         f"{PROJECT} indexes",
         [f'<a href="{name}/simple/">{name}</a>: '
-         + html.escape(install_command(listed, f"<this site>/{name}/simple", deps_index))
+         + html.escape(install_command(listed, f"{site_url or '<this site>'}/{name}/simple", deps_index))
          for name, listed in installable.items()]))
     hosted = [manifest_entry(w) for listed in variants.values() for w in listed if w.href is not None]
-    if hosted or yanked or (staging / MANIFEST).is_file():
-        atomic_write_bytes(staging / MANIFEST, (json.dumps(
-            {"format": MANIFEST_FORMAT, "project": PROJECT, "wheels": hosted, "yanked": dict(sorted(yanked.items()))},
-            indent=1) + "\n").encode())
+    if hosted or yanked or site_url or (staging / MANIFEST).is_file():
+        document: dict[str, object] = {"format": MANIFEST_FORMAT, "project": PROJECT}
+        if site_url:
+            document["site_url"] = site_url
+        document |= {"wheels": hosted, "yanked": dict(sorted(yanked.items()))}
+        atomic_write_bytes(staging / MANIFEST, (json.dumps(document, indent=1) + "\n").encode())
 
 
 def yank_release(site: Path, version: str, reason: str, *, deps_index: str = PYPI) -> tuple[IndexedWheel, ...]:
@@ -372,17 +397,17 @@ def yank_release(site: Path, version: str, reason: str, *, deps_index: str = PYP
         raise IndexBuildError(f"{version!r} is not a version", hint="give a release's version, e.g. 10400.20") from None
     if not site.is_dir():
         raise IndexBuildError(f"{site} is not a site (no directory)", hint="give the site hiraishin index wrote")
-    published, yanked = read_site(site)
+    published, manifest = read_site(site)
     variants = _by_variant(published)
     hit = tuple(w for listed in variants.values() for w in listed if Version(w.version.public) == wanted)
     if not hit:
         versions = sorted({str(Version(w.version.public)) for listed in variants.values() for w in listed}, key=Version)
         raise IndexBuildError(f"the site {site} has no release {version}",
                               hint=f"its releases: {', '.join(versions) or 'none'}; nothing was changed")
-    yanked = {**yanked, **{w.filename: reason for w in hit}}
+    yanked = {**manifest.yanked, **{w.filename: reason for w in hit}}
     with staged_directory(site) as staging:
         shutil.copytree(site, staging, symlinks=True, copy_function=_link_or_copy, dirs_exist_ok=True)
-        write_pages(staging, variants, deps_index, yanked)
+        write_pages(staging, variants, deps_index, yanked, manifest.site_url)
         write_variants_json(staging, variants)  # a site fetched as its index.json alone gets them back
     for wheel in hit:
         get_logger().info("yanked %s under %s/simple: %s", wheel.filename, wheel.variant, reason)
@@ -403,7 +428,7 @@ def check_site_path(site: Path, wheel_dir: Path) -> None:
 
 
 def build_index(wheel_dir: Path, site: Path, *, deps_index: str = PYPI, assets_url: str | None = None,
-                assets_out: Path | None = None) -> IndexResult:
+                assets_out: Path | None = None, site_url: str | None = None) -> IndexResult:
     """Add the wheels under ``wheel_dir`` to the per-variant indexes under ``site``.
 
     Wheels already in an index stay (the site can hold several releases); a
@@ -413,6 +438,8 @@ def build_index(wheel_dir: Path, site: Path, *, deps_index: str = PYPI, assets_u
     With ``assets_url`` the new wheels are linked there instead of copied into
     the site, and they and their METADATA go to ``assets_out`` for upload; the
     site's ``index.json`` keeps every asset-hosted wheel for the next run.
+    ``site_url``, where the site will be served, goes into the root page's
+    install commands and into ``index.json``, which later runs read it from.
     """
     if not wheel_dir.is_dir():
         raise IndexBuildError(f"{wheel_dir} is not a directory")
@@ -436,7 +463,9 @@ def build_index(wheel_dir: Path, site: Path, *, deps_index: str = PYPI, assets_u
                                    "the wheels/ beside an sdist); nothing was written")
     project = canonicalize_name(PROJECT)
     # 1. Read and check everything.
-    published, yanked = read_site(site)
+    published, manifest = read_site(site)
+    # a site remembers where it is served (index.json), so a later run or a yank need not be told again
+    site_url = directory_url(site_url, "--site-url") if site_url is not None else manifest.site_url
     added: list[tuple[Path, IndexedWheel]] = []
     skipped: list[str] = []
     seen: dict[str, str] = {}
@@ -483,7 +512,7 @@ def build_index(wheel_dir: Path, site: Path, *, deps_index: str = PYPI, assets_u
             if not target.is_file():
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(path, target)
-        write_pages(staging, variants, deps_index, yanked)
+        write_pages(staging, variants, deps_index, manifest.yanked, site_url)
         variants_files = tuple(site / path.name for path in write_variants_json(staging, variants))
         if assets_out is not None:
             # The files to upload as the release's assets; written before the site is swapped in, so a site never
@@ -500,4 +529,4 @@ def build_index(wheel_dir: Path, site: Path, *, deps_index: str = PYPI, assets_u
     for _, wheel in added:
         get_logger().info("indexed %s under %s/simple", wheel.filename, wheel.variant)
     return IndexResult(site, variants, tuple(wheel for _, wheel in added), tuple(skipped), variants_json,
-                       variants_files)
+                       variants_files, site_url)

@@ -277,3 +277,65 @@ def test_a_list_whose_yanks_are_damaged_is_refused_before_anything_is_written(tm
     with pytest.raises(IndexBuildError, match="its 'yanked' is not a map of file names to reasons"):
         build_index(release(tmp_path, "v2", "9080.0"), site, assets_url=f"{RELEASES}/v2", assets_out=tmp_path / "a2")
     assert snapshot(site) == before and not (tmp_path / "a2").exists()
+
+
+# --- where the site is served ---------------------------------------------------------------------------------
+
+PAGES = "https://example.github.io/hiraishin-llama"
+
+
+def test_the_root_page_names_the_real_indexes_and_the_site_remembers_where_it_is(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    first = build_index(release(tmp_path, "v1", "9079.2"), site, assets_url=f"{RELEASES}/v1",
+                        assets_out=tmp_path / "a1", site_url=f"{PAGES}/")
+    assert first.site_url == PAGES
+    root = (site / "index.html").read_text()
+    assert f"--index-url {PAGES}/cpu/simple" in root and f"--index-url {PAGES}/cu13-sm90/simple" in root
+    assert "&lt;this site&gt;" not in root
+    assert json.loads((site / index.MANIFEST).read_text())["site_url"] == PAGES
+    # the next release and a yank are not told again: index.json says it
+    second = build_index(release(tmp_path, "v2", "9080.0"), site, assets_url=f"{RELEASES}/v2",
+                         assets_out=tmp_path / "a2")
+    assert second.site_url == PAGES and f"{PAGES}/cpu/simple" in (site / "index.html").read_text()
+    index.yank_release(site, "9079.2", "superseded")
+    assert f"{PAGES}/cpu/simple" in (site / "index.html").read_text()
+
+
+def test_a_site_without_its_url_says_so_on_its_root_page(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    assert build_index(release(tmp_path, "v1", "9079.2"), site).site_url is None
+    assert "&lt;this site&gt;/cpu/simple" in (site / "index.html").read_text()
+
+
+@pytest.mark.parametrize("url", ["example.github.io/hiraishin-llama", "ftp://example.org/site",
+                                 "https://example.github.io/hiraishin-llama?x=1", "https://"])
+def test_a_site_url_that_is_no_http_directory_is_refused_before_anything_is_written(tmp_path: Path, url: str) -> None:
+    site = tmp_path / "site"
+    build_index(release(tmp_path, "v1", "9079.2"), site)
+    before = snapshot(site)
+    with pytest.raises(IndexBuildError, match="--site-url .* is not an http.s. URL of a directory") as raised:
+        build_index(release(tmp_path, "v2", "9080.0"), site, site_url=url)
+    assert "https://OWNER.github.io/REPO" in (raised.value.hint or "")
+    assert snapshot(site) == before
+
+
+def test_a_damaged_site_url_in_the_list_is_refused_naming_the_file(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    build_index(release(tmp_path, "v1", "9079.2"), site, assets_url=f"{RELEASES}/v1", assets_out=tmp_path / "a1",
+                site_url=PAGES)
+    listed = json.loads((site / index.MANIFEST).read_text())
+    for damaged in (42, "not a url"):
+        (site / index.MANIFEST).write_text(json.dumps({**listed, "site_url": damaged}))
+        before = snapshot(site)
+        with pytest.raises(IndexBuildError, match=r"index\.json: .*site_url"):
+            build_index(release(tmp_path, "v2", "9080.0"), site, assets_url=f"{RELEASES}/v2",
+                        assets_out=tmp_path / "a2")
+        assert snapshot(site) == before and not (tmp_path / "a2").exists()
+
+
+def test_the_index_command_takes_the_site_url_from_the_publish_job_s_environment(tmp_path: Path) -> None:
+    done = hiraishin("index", str(release(tmp_path, "v1", "9079.2")), "--out", str(tmp_path / "site"), cwd=tmp_path,
+                     env={"HIRAISHIN_SITE_URL": PAGES})
+    assert done.returncode == 0, done.stderr
+    assert re.search(rf"^cpu +1 wheel\(s\): pip install .* --index-url {re.escape(PAGES)}/cpu/simple", done.stdout,
+                     re.M), done.stdout
