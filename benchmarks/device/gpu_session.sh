@@ -25,6 +25,7 @@
 #   gpu_session.sh rpc             # a model split across a CUDA and a CPU rpc-server worker and the local GPU, every b
 #   gpu_session.sh rpc-bench       # verify-pass times b=1..16 of a 36-layer model, local against split across a CUDA worker
 #   gpu_session.sh rpc-server      # server_exact.py on SmolLM2 (model-part first) split across a CUDA and a CPU worker
+#   gpu_session.sh loadtime        # the wheel's size, and test-backend-ops on one op with its device code loaded eagerly and lazily
 #
 # Each phase writes logs and JSON to $OUT. The machine keeps its files only
 # while calls follow each other closely, so run the phases back to back.
@@ -344,6 +345,23 @@ fault|unfault)
         for f in $swap; do cp "$pkg/$f.stack" "$pkg/$f"; done
     fi
     ;;
+loadtime)
+    # What loading the wheel's device code costs a process: test-backend-ops on one small op, with every module of
+    # libggml-cuda.so loaded (and decompressed) at context creation (EAGER) against CUDA's default, each kernel's when
+    # first launched (LAZY); the wheel's size beside it. 5 runs each, alternating.
+    cd "$BUILD/bin" || exit 1
+    find -L . "$WHEEL_DIR" -maxdepth 1 \( -name 'libggml-cuda.so*' -o -name 'hiraishin_llama-*.whl' \) -printf '%s %p\n' |
+        tee "$OUT/loadtime-files.txt"
+    for i in 1 2 3 4 5; do
+        for mode in EAGER LAZY; do
+            t0=$(date +%s%N)
+            CUDA_MODULE_LOADING=$mode timeout 120 ./test-backend-ops -b CUDA0 -o ADD -p 'type=f32,ne=\[10,5,4,3\]' \
+                > "$OUT/loadtime-$mode-$i.txt" 2>&1
+            rc=$?
+            echo "$mode run $i: rc=$rc $(( ($(date +%s%N) - t0) / 1000000 )) ms" | tee -a "$OUT/loadtime.txt"
+        done
+    done
+    ;;
 *)
-    echo "usage: $0 build SDIST | wait | optests | install | smoke [ARGS] | spec | replay-spec | fault NAME | unfault NAME | experts-cpu | partial TAG | model-part DIR | server | ptx ARCH | multigpu | rpc | rpc-bench | rpc-server" >&2; exit 2 ;;
+    echo "usage: $0 build SDIST | wait | optests | install | smoke [ARGS] | spec | replay-spec | fault NAME | unfault NAME | experts-cpu | partial TAG | model-part DIR | server | ptx ARCH | multigpu | rpc | rpc-bench | rpc-server | loadtime" >&2; exit 2 ;;
 esac
