@@ -25,7 +25,7 @@
 #   gpu_session.sh rpc             # a model split across a CUDA and a CPU rpc-server worker and the local GPU, every b
 #   gpu_session.sh rpc-bench       # verify-pass times b=1..16 of a 36-layer model, local against split across a CUDA worker
 #   gpu_session.sh rpc-server      # server_exact.py on SmolLM2 (model-part first) split across a CUDA and a CPU worker
-#   gpu_session.sh loadtime        # the wheel's size, and test-backend-ops on one op with its device code loaded eagerly and lazily
+#   gpu_session.sh loadtime        # the wheel's files and sizes, and test-backend-ops on one op with its device code loaded eagerly and lazily
 #
 # Each phase writes logs and JSON to $OUT. The machine keeps its files only
 # while calls follow each other closely, so run the phases back to back.
@@ -352,6 +352,15 @@ loadtime)
     cd "$BUILD/bin" || exit 1
     find -L . "$WHEEL_DIR" -maxdepth 1 \( -name 'libggml-cuda.so*' -o -name 'hiraishin_llama-*.whl' \) -printf '%s %p\n' |
         tee "$OUT/loadtime-files.txt"
+    # what the wheel is made of: every file with its size and its compressed size in the zip, largest first
+    python3 - "$WHEEL_DIR" > "$OUT/wheel-files.json" <<'PY'
+import json, pathlib, sys, zipfile
+wheel = max(pathlib.Path(sys.argv[1]).glob("hiraishin_llama-*.whl"), key=lambda p: p.stat().st_mtime)
+with zipfile.ZipFile(wheel) as archive:
+    files = sorted(({"file": i.filename, "bytes": i.file_size, "in_zip_bytes": i.compress_size}
+                    for i in archive.infolist()), key=lambda f: -f["in_zip_bytes"])
+print(json.dumps({"wheel": wheel.name, "bytes": wheel.stat().st_size, "files": files}, indent=1))
+PY
     for i in 1 2 3 4 5; do
         for mode in EAGER LAZY; do
             t0=$(date +%s%N)
