@@ -1,4 +1,4 @@
-"""Synthetic mixture-of-experts models (qwen3moe, gpt-oss): presets, tensors, metadata, direct writing.
+"""Synthetic mixture-of-experts models (qwen3moe, gpt-oss, qwen2moe): presets, tensors, metadata, direct writing.
 
 The tiny presets keep these fast; the tests that run llama-quantize or hiraishin-replay take them
 from HIRAISHIN_LLAMA_BIN_DIR or the built wheel and skip without (see conftest.py).
@@ -19,7 +19,7 @@ from gguf.quants import dequantize
 from hiraishin_llama import synthetic
 
 T = gguf.GGMLQuantizationType
-MOE_PRESETS = ("tiny-qwen3moe", "tiny-gpt-oss")
+MOE_PRESETS = ("tiny-qwen3moe", "tiny-gpt-oss", "tiny-qwen2moe")
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +41,9 @@ def _layout(path: Path) -> dict[str, tuple[list[int], str]]:
 
 
 def test_public_preset_api() -> None:
-    for name in ("qwen3moe", "gpt-oss", "tiny-qwen3moe", "tiny-gpt-oss"):
+    for name in ("qwen3moe", "gpt-oss", "qwen2moe", "tiny-qwen3moe", "tiny-gpt-oss", "tiny-qwen2moe"):
         assert synthetic.get_preset(name).is_moe, name
+    assert synthetic.get_preset("qwen2moe").architecture == synthetic.QWEN2MOE == "qwen2moe"
     assert not synthetic.get_preset("tiny").is_moe and not synthetic.get_preset("qwen3-8b").is_moe
     assert synthetic.get_preset("qwen3moe").architecture == synthetic.QWEN3MOE == "qwen3moe"
     assert synthetic.get_preset("gpt-oss").architecture == synthetic.GPT_OSS == "gpt-oss"
@@ -70,6 +71,15 @@ def test_gpt_oss_preset_has_the_real_shapes() -> None:
     assert (p.rope_scaling_factor, p.rope_scaling_orig_ctx) == (32.0, 4096)
 
 
+def test_qwen2moe_preset_has_the_real_shapes() -> None:
+    # Qwen1.5-MoE-A2.7B's config.json (intermediate_size 5632, moe_intermediate_size 1408,
+    # shared_expert_intermediate_size 5632, 60 experts, 4 per token), with a llama-sized vocabulary.
+    p = synthetic.get_preset("qwen2moe")
+    assert (p.n_embd, p.n_head, p.n_head_kv, p.head_dim) == (2048, 16, 16, 128)
+    assert (p.n_expert, p.n_expert_used, p.n_ff_exp, p.n_ff_shexp, p.n_ff) == (60, 4, 1408, 5632, 5632)
+    assert (p.n_layer, p.context_length, p.n_vocab, p.rope_freq_base) == (24, 8192, 32000, 1e6)
+
+
 @pytest.mark.parametrize("name", MOE_PRESETS)
 def test_tiny_moe_rows_suit_k_quants(name: str) -> None:
     p = synthetic.get_preset(name)
@@ -85,10 +95,20 @@ def test_tiny_moe_rows_suit_k_quants(name: str) -> None:
     ({"n_ff_exp": 0}, "n_ff_exp > 0"),
     ({"sliding_window": 0}, "sliding_window"),
     ({"rope_scaling_orig_ctx": 0}, "YaRN"),
+    ({"n_ff_shexp": 256}, "n_ff_shexp .* must be positive for qwen2moe and 0 otherwise"),
 ])
 def test_inconsistent_presets_are_rejected(changes: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         dataclasses.replace(synthetic.get_preset("tiny-gpt-oss"), **changes)
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"n_ff_shexp": 0}, "n_ff_shexp .* must be positive for qwen2moe"),
+    ({"n_head": 8}, "n_head \\* head_dim == n_embd"),
+])
+def test_inconsistent_qwen2moe_presets_are_rejected(changes: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        dataclasses.replace(synthetic.get_preset("tiny-qwen2moe"), **changes)
 
 
 def test_a_dense_preset_with_experts_is_rejected() -> None:
@@ -130,6 +150,17 @@ def test_gpt_oss_metadata(moe_models: dict[str, Path]) -> None:
     assert _field(reader, "gpt-oss.attention.layer_norm_rms_epsilon") == pytest.approx(1e-5)
     # Real gpt-oss GGUFs write no SWA pattern: llama.cpp's default period 2 applies.
     assert reader.get_field("gpt-oss.attention.sliding_window_pattern") is None
+
+
+def test_qwen2moe_metadata(moe_models: dict[str, Path]) -> None:
+    p = synthetic.get_preset("tiny-qwen2moe")
+    reader = gguf.GGUFReader(moe_models["tiny-qwen2moe"])
+    assert _field(reader, "general.architecture") == "qwen2moe"
+    assert _field(reader, "qwen2moe.expert_count") == p.n_expert
+    assert _field(reader, "qwen2moe.expert_used_count") == p.n_expert_used
+    assert _field(reader, "qwen2moe.expert_feed_forward_length") == p.n_ff_exp
+    assert _field(reader, "qwen2moe.expert_shared_feed_forward_length") == p.n_ff_shexp
+    assert _field(reader, "qwen2moe.feed_forward_length") == p.n_ff
 
 
 def _expert_layout(p: synthetic.Preset, blk: str, biases: bool) -> dict[str, tuple[list[int], str]]:
@@ -203,6 +234,36 @@ def test_gpt_oss_tensors(moe_models: dict[str, Path]) -> None:
     assert _layout(moe_models["tiny-gpt-oss"]) == expected
 
 
+def test_qwen2moe_tensors(moe_models: dict[str, Path]) -> None:
+    p = synthetic.get_preset("tiny-qwen2moe")
+    n_kv, d, sh = p.n_head_kv * p.head_dim, p.n_embd, p.n_ff_shexp
+    # As llama_model_qwen2moe::load_arch_tensors creates them: q and output are n_embd x n_embd.
+    expected = {
+        "token_embd.weight": ([d, p.n_vocab], "F16"),
+        "output_norm.weight": ([d], "F32"),
+        "output.weight": ([d, p.n_vocab], "F16"),
+    }
+    for layer in range(p.n_layer):
+        blk = f"blk.{layer}"
+        expected.update({
+            f"{blk}.attn_norm.weight": ([d], "F32"),
+            f"{blk}.attn_q.weight": ([d, d], "F16"),
+            f"{blk}.attn_q.bias": ([d], "F32"),
+            f"{blk}.attn_k.weight": ([d, n_kv], "F16"),
+            f"{blk}.attn_k.bias": ([n_kv], "F32"),
+            f"{blk}.attn_v.weight": ([d, n_kv], "F16"),
+            f"{blk}.attn_v.bias": ([n_kv], "F32"),
+            f"{blk}.attn_output.weight": ([d, d], "F16"),
+            f"{blk}.ffn_norm.weight": ([d], "F32"),
+            **_expert_layout(p, blk, biases=False),
+            f"{blk}.ffn_gate_inp_shexp.weight": ([d], "F32"),
+            f"{blk}.ffn_gate_shexp.weight": ([d, sh], "F16"),
+            f"{blk}.ffn_up_shexp.weight": ([d, sh], "F16"),
+            f"{blk}.ffn_down_shexp.weight": ([sh, d], "F16"),
+        })
+    assert _layout(moe_models["tiny-qwen2moe"]) == expected
+
+
 @pytest.mark.parametrize("name", MOE_PRESETS)
 def test_moe_models_are_deterministic(name: str, moe_models: dict[str, Path], tmp_path: Path) -> None:
     again = synthetic.make_model(name, seed=1, n_layer=None, out_path=tmp_path / "again.gguf")
@@ -215,7 +276,8 @@ def test_moe_models_are_deterministic(name: str, moe_models: dict[str, Path], tm
 def test_moe_draws_do_not_depend_on_layer_count(name: str, moe_models: dict[str, Path], tmp_path: Path) -> None:
     one_layer = synthetic.make_model(name, seed=1, n_layer=1, out_path=tmp_path / "one.gguf")
     full = {t.name: t for t in gguf.GGUFReader(moe_models[name]).tensors}
-    residual = ("attn_output.weight", "attn_output.bias", "ffn_down_exps.weight", "ffn_down_exps.bias")
+    residual = ("attn_output.weight", "attn_output.bias", "ffn_down_exps.weight", "ffn_down_exps.bias",
+                "ffn_down_shexp.weight")
     for tensor in gguf.GGUFReader(one_layer).tensors:
         if not tensor.name.endswith(residual):
             assert np.array_equal(tensor.data, full[tensor.name].data), tensor.name
@@ -350,7 +412,7 @@ def test_cli_help_lists_the_moe_presets(capsys: pytest.CaptureFixture[str]) -> N
     with pytest.raises(SystemExit):
         synthetic.main(["--help"])
     text = capsys.readouterr().out
-    for name in ("qwen3moe", "gpt-oss", "tiny-qwen3moe", "tiny-gpt-oss", "MXFP4_MOE"):
+    for name in ("qwen3moe", "gpt-oss", "qwen2moe", "tiny-qwen3moe", "tiny-gpt-oss", "tiny-qwen2moe", "MXFP4_MOE"):
         assert name in text
     assert synthetic.describe_preset("gpt-oss") in text
 
@@ -392,3 +454,38 @@ def test_tiny_moe_model_decodes(name: str, quantizer: Path, replay_tool: Path, m
                             check=False, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "verdict" in result.stdout + result.stderr
+
+
+def test_qwen2moe_rows_of_1408_get_the_fallback_types(quantizer: Path, tmp_path: Path) -> None:
+    # The real Qwen1.5-MoE-A2.7B shapes at one layer (a sparse shape model: only the header is read).
+    shape = synthetic.write_shape_model("qwen2moe", 1, tmp_path / "shape.gguf")
+    types = synthetic.planned_tensor_types(shape, "Q4_K_M", quantizer)
+    assert types["blk.0.ffn_down_exps.weight"] not in (T.Q4_K, T.Q6_K)  # rows of 1408: no K-quant
+    assert types["blk.0.ffn_gate_exps.weight"] == T.Q4_K and types["blk.0.ffn_gate_shexp.weight"] == T.Q4_K
+    assert types["blk.0.ffn_gate_inp_shexp.weight"] == T.F32
+
+
+@pytest.mark.parametrize(("switch", "identical"), [("1", True), ("0", False)])
+def test_tiny_qwen2moe_is_exact_on_the_cpu_with_the_switch_on(switch: str, identical: bool, quantizer: Path,
+                                                             replay_tool: Path, moe_models: dict[str, Path],
+                                                             tmp_path: Path) -> None:
+    """The shared expert's products, its sigmoid gate and the sum with the routed experts, on the CPU backend:
+    every verify batch's logits are those of one-token decoding with the switch on, and differ with it off
+    (the control that shows the comparison can fail)."""
+    import json
+    import os
+
+    model = synthetic.quantize(moe_models["tiny-qwen2moe"], tmp_path / "q.gguf", "Q4_K_M", quantizer)
+    report = tmp_path / "replay.json"
+    result = subprocess.run([str(replay_tool), "replay", "--model", str(model), "--batches", "2,3,4,5,8,16",
+                             "--n-prompt", "16", "--n-gen", "96", "--ctx", "512", "--threads", "2",
+                             "--json", str(report)],
+                            check=False, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "GGML_BATCH_INVARIANT": switch, "GGML_CUDA_BATCH_INVARIANT": switch})
+    assert result.returncode == 0, result.stdout + result.stderr
+    differing = {row["b"]: row["positions_differ"] for row in json.loads(report.read_text())["results"]}
+    assert differing[1] == 0
+    if identical:
+        assert all(count == 0 for count in differing.values()), differing
+    else:
+        assert any(count > 0 for b, count in differing.items() if b > 1), differing

@@ -3,8 +3,9 @@
 Measuring batch invariance needs models that drive the same kernels as
 production checkpoints (same matrix shapes, same quantization formats) but
 can be produced anywhere without downloading gigabytes of weights. A model
-written here is a ``qwen3``, ``qwen3moe`` (Qwen3-30B-A3B) or ``gpt-oss``
-(gpt-oss-20b) GGUF whose bytes are a pure function of (preset, seed,
+written here is a ``qwen3``, ``qwen3moe`` (Qwen3-30B-A3B), ``gpt-oss``
+(gpt-oss-20b) or ``qwen2moe`` (Qwen1.5-MoE-A2.7B: routed experts beside a
+shared expert) GGUF whose bytes are a pure function of (preset, seed,
 n_layer): llama.cpp loads it like any converted checkpoint, and two runs on
 different machines produce the same file.
 
@@ -35,10 +36,11 @@ from ._launch import BIN_DIR_ENV
 # The dense architecture, and the default of a Preset.
 ARCHITECTURE = "qwen3"
 # Mixture-of-experts architectures, as llama.cpp names them in src/llama-arch.cpp
-# (LLM_ARCH_QWEN3MOE and LLM_ARCH_OPENAI_MOE).
+# (LLM_ARCH_QWEN3MOE, LLM_ARCH_OPENAI_MOE and LLM_ARCH_QWEN2MOE).
 QWEN3MOE = "qwen3moe"
 GPT_OSS = "gpt-oss"
-ARCHITECTURES = (ARCHITECTURE, QWEN3MOE, GPT_OSS)
+QWEN2MOE = "qwen2moe"
+ARCHITECTURES = (ARCHITECTURE, QWEN3MOE, GPT_OSS, QWEN2MOE)
 
 QUANTIZER_NAME = "llama-quantize"
 
@@ -64,6 +66,8 @@ class Preset:
     0 on: llama.cpp's default SWA period of 2 for that architecture, which
     real gpt-oss GGUFs rely on, writing no pattern key) and YaRN rope scaling
     (factor rope_scaling_factor over rope_scaling_orig_ctx positions).
+    qwen2moe adds a shared expert of width n_ff_shexp that every token runs,
+    weighted by a sigmoid gate of its own, and biases on q, k and v.
     """
 
     name: str
@@ -84,6 +88,7 @@ class Preset:
     sliding_window: int = 0
     rope_scaling_factor: float = 0.0
     rope_scaling_orig_ctx: int = 0
+    n_ff_shexp: int = 0
 
     def __post_init__(self) -> None:
         if self.architecture not in ARCHITECTURES:
@@ -92,11 +97,18 @@ class Preset:
         if self.architecture == ARCHITECTURE:
             if self.n_expert or self.n_expert_used or self.n_ff_exp:
                 raise ValueError(f"preset {self.name!r}: a {ARCHITECTURE} model has no experts; use architecture "
-                                 f"{QWEN3MOE} or {GPT_OSS} for a mixture of experts")
+                                 f"{QWEN3MOE}, {GPT_OSS} or {QWEN2MOE} for a mixture of experts")
         elif not (0 < self.n_expert_used <= self.n_expert <= _MAX_EXPERTS and self.n_ff_exp > 0):
             raise ValueError(f"preset {self.name!r}: a {self.architecture} model needs 0 < n_expert_used <= "
                              f"n_expert <= {_MAX_EXPERTS} and n_ff_exp > 0, got n_expert={self.n_expert}, "
                              f"n_expert_used={self.n_expert_used}, n_ff_exp={self.n_ff_exp}")
+        if (self.architecture == QWEN2MOE) != (self.n_ff_shexp > 0):
+            raise ValueError(f"preset {self.name!r}: n_ff_shexp (the shared expert's width) must be positive for "
+                             f"{QWEN2MOE} and 0 otherwise, got {self.n_ff_shexp}")
+        if self.architecture == QWEN2MOE and self.n_head * self.head_dim != self.n_embd:
+            raise ValueError(f"preset {self.name!r}: {QWEN2MOE} needs n_head * head_dim == n_embd (its q and "
+                             f"output projections are n_embd x n_embd), got {self.n_head} * {self.head_dim} != "
+                             f"{self.n_embd}")
         if (self.architecture == GPT_OSS) != (self.sliding_window > 0):
             raise ValueError(f"preset {self.name!r}: sliding_window must be positive for {GPT_OSS} and 0 "
                              f"otherwise, got {self.sliding_window}")
@@ -106,7 +118,7 @@ class Preset:
 
     @property
     def is_moe(self) -> bool:
-        """Whether the FFN is a mixture of experts (architecture qwen3moe or gpt-oss)."""
+        """Whether the FFN is a mixture of experts (architecture qwen3moe, gpt-oss or qwen2moe)."""
         return self.n_expert > 0
 
 
@@ -136,6 +148,13 @@ PRESETS: dict[str, Preset] = {
                rope_freq_base=150000.0, rms_norm_eps=1e-5,
                n_expert=32, n_expert_used=4, n_ff_exp=2880, sliding_window=128,
                rope_scaling_factor=32.0, rope_scaling_orig_ctx=4096),
+        # Qwen1.5-MoE-A2.7B (llama.cpp's qwen2moe) as its GGUF describes it, with a llama-sized
+        # vocabulary: 60 routed experts of 1408 (4 used) beside a shared expert of 5632 that every
+        # token runs, gated by a sigmoid. Rows of 1408 are no multiple of 256, so the routed experts'
+        # down projections fall back from K-quant types, as for the real model.
+        Preset(name="qwen2moe", architecture=QWEN2MOE, n_embd=2048, n_head=16, n_head_kv=16, head_dim=128,
+               n_ff=5632, n_vocab=32000, n_layer=24, context_length=8192,
+               n_expert=60, n_expert_used=4, n_ff_exp=1408, n_ff_shexp=5632),
         # Small mixtures of experts for CPU tests, every row length a multiple of 256.
         # 16 experts, not 8: llama-quantize special-cases n_expert == 8 (Mixtral: attn_k
         # and attn_v in Q8_0, attn_output in Q5_K), which the real presets do not hit.
@@ -148,6 +167,9 @@ PRESETS: dict[str, Preset] = {
                rope_freq_base=150000.0, rms_norm_eps=1e-5,
                n_expert=16, n_expert_used=4, n_ff_exp=256, sliding_window=32,
                rope_scaling_factor=32.0, rope_scaling_orig_ctx=128),
+        Preset(name="tiny-qwen2moe", architecture=QWEN2MOE, n_embd=256, n_head=4, n_head_kv=4, head_dim=64,
+               n_ff=512, n_vocab=4096, n_layer=2, context_length=4096,
+               n_expert=16, n_expert_used=4, n_ff_exp=256, n_ff_shexp=512),
     )
 }
 
@@ -351,6 +373,8 @@ def _tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
         return _qwen3moe_tensor_specs(preset, n_layer)
     if preset.architecture == GPT_OSS:
         return _gpt_oss_tensor_specs(preset, n_layer)
+    if preset.architecture == QWEN2MOE:
+        return _qwen2moe_tensor_specs(preset, n_layer)
     n_embd = preset.n_embd
     residual_scale = 1.0 / np.sqrt(2.0 * n_layer)
 
@@ -419,6 +443,37 @@ def _qwen3moe_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
         blk = f"blk.{layer}"
         specs += _qwen3_attention_specs(preset, blk, residual_scale)
         specs += _expert_specs(preset, blk, residual_scale, biases=False)
+    return specs + _output_specs(preset)
+
+
+def _qwen2moe_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
+    """qwen2's attention (biases on q, k and v, no q/k norms), the routed experts, and a shared expert
+    with its sigmoid gate ffn_gate_inp_shexp, a vector of n_embd (llama_model_qwen2moe::load_arch_tensors)."""
+    n_embd, n_ff_shexp = preset.n_embd, preset.n_ff_shexp
+    n_kv = preset.n_head_kv * preset.head_dim
+    residual_scale = 1.0 / np.sqrt(2.0 * n_layer)
+
+    specs = [_TensorSpec("token_embd.weight", (preset.n_vocab, n_embd), 1.0)]
+    for layer in range(n_layer):
+        blk = f"blk.{layer}"
+        specs += [
+            _TensorSpec(f"{blk}.attn_norm.weight", (n_embd,), None),
+            _TensorSpec(f"{blk}.attn_q.weight", (n_embd, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.attn_q.bias", (n_embd,), BIAS_STD, f32=True),
+            _TensorSpec(f"{blk}.attn_k.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.attn_k.bias", (n_kv,), BIAS_STD, f32=True),
+            _TensorSpec(f"{blk}.attn_v.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.attn_v.bias", (n_kv,), BIAS_STD, f32=True),
+            _TensorSpec(f"{blk}.attn_output.weight", (n_embd, n_embd), residual_scale / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.ffn_norm.weight", (n_embd,), None),
+        ]
+        specs += _expert_specs(preset, blk, residual_scale, biases=False)
+        specs += [
+            _TensorSpec(f"{blk}.ffn_gate_inp_shexp.weight", (n_embd,), 1.0 / np.sqrt(n_embd), f32=True),
+            _TensorSpec(f"{blk}.ffn_gate_shexp.weight", (n_ff_shexp, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.ffn_up_shexp.weight", (n_ff_shexp, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.ffn_down_shexp.weight", (n_embd, n_ff_shexp), residual_scale / np.sqrt(n_ff_shexp)),
+        ]
     return specs + _output_specs(preset)
 
 
@@ -498,6 +553,8 @@ def _add_metadata(writer: gguf.GGUFWriter, preset: Preset, seed: int, n_layer: i
         writer.add_expert_count(preset.n_expert)
         writer.add_expert_used_count(preset.n_expert_used)
         writer.add_expert_feed_forward_length(preset.n_ff_exp)
+    if preset.n_ff_shexp:
+        writer.add_expert_shared_feed_forward_length(preset.n_ff_shexp)
     if preset.sliding_window:
         writer.add_sliding_window(preset.sliding_window)
     if preset.rope_scaling_factor:
@@ -839,6 +896,8 @@ def describe_preset(preset: str | Preset) -> str:
             f"{preset.n_head}/{preset.n_head_kv} heads of {preset.head_dim}")
     if preset.is_moe:
         text += f", {preset.n_expert} experts ({preset.n_expert_used} used) of {preset.n_ff_exp}"
+        if preset.n_ff_shexp:
+            text += f" and a shared expert of {preset.n_ff_shexp}"
     else:
         text += f", n_ff {preset.n_ff}"
     if preset.sliding_window:
