@@ -51,21 +51,14 @@ def fatbin_bytes(obj: Path) -> int:
 def compile_command(build: Path, target: str, mode: str, arch: str, out: Path) -> list[str]:
     line = subprocess.run(["ninja", "-C", str(build), "-t", "commands", OBJ_DIR + target], capture_output=True,
                           text=True, check=True).stdout.strip().splitlines()[-1]
-    args = shlex.split(line)
+    # the build's own output, dependency file and code generation go; the recipe's come in their place
     keep: list[str] = []
-    skip = 0
-    for i, arg in enumerate(args):
-        if skip:
-            skip -= 1
-            continue
-        if arg in ("-MD",):
-            continue
+    args = iter(shlex.split(line))
+    for arg in args:
         if arg in ("-MT", "-MF", "-o"):
-            skip = 1
-            continue
-        if arg.startswith("--generate-code=") or arg == "-DGGML_CUDA_NO_FA":
-            continue
-        keep.append(arg)
+            next(args)  # and its value
+        elif arg != "-MD" and arg != "-DGGML_CUDA_NO_FA" and not arg.startswith("--generate-code="):
+            keep.append(arg)
     nvcc, rest = keep[0], keep[1:]
     return [nvcc, f"-compress-mode={mode}", f"--generate-code=arch=compute_{arch},code=[compute_{arch},sm_{arch}]",
             *rest, "-o", str(out)]
@@ -92,7 +85,8 @@ def main() -> None:
         command = compile_command(options.build, sample, mode, options.arch, out)
         started = time.monotonic()
         subprocess.run(command, check=True, capture_output=True, text=True)
-        return {"family": family, "object": sample, "mode": mode, "fatbin_bytes": fatbin_bytes(out),
+        return {"family": family, "object": sample, "mode": mode, "nvcc": command[0],
+                "fatbin_bytes": fatbin_bytes(out),
                 "object_bytes": out.stat().st_size, "compile_s": round(time.monotonic() - started, 1)}
 
     with concurrent.futures.ThreadPoolExecutor(options.jobs) as pool:
@@ -106,8 +100,8 @@ def main() -> None:
             row[f"{mode}_fatbin_bytes_estimated"] = round(sum(sizes) / len(sizes) * count)
         families.append(row)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    nvcc = subprocess.run([compile_command(options.build, "mmvq.cu.o", "size", options.arch, work / "x")[0],
-                           "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    nvcc = subprocess.run([samples[0]["nvcc"], "--version"], capture_output=True,
+                          text=True).stdout.strip().splitlines()[-1]
     result = {"commit": commit, "recorded": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "device": "build machine, no GPU", "nvcc": nvcc, "arch": f"{options.arch}-real;{options.arch}-virtual",
               "command": " ".join(shlex.quote(a) for a in sys.argv), "samples": samples, "families": families}

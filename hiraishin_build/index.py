@@ -115,10 +115,10 @@ class IndexResult:
     """The newest release's variants file."""
 
     variants_files: tuple[Path, ...] = ()
+    """One variants file per release the site holds, oldest first."""
 
     site_url: str | None = None
     """Where the site is served (given now or remembered in its index.json); None: not said."""
-    """One variants file per release the site holds, oldest first."""
 
 
 def variant_of(filename: str) -> str | None:
@@ -306,7 +306,7 @@ def read_manifest(site: Path) -> Manifest:
         url = document.get("site_url")
         if url is not None and not isinstance(url, str):
             raise ValueError("its 'site_url' is not a string")
-        url = directory_url(url, "site_url") if url is not None else None
+        url = directory_url(url, "site_url", SITE_URL_EXAMPLE) if url is not None else None
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise IndexBuildError(f"{path}: not an index manifest this version can read ({error})",
                               hint="it is the published site's own index.json: fetch it again from the site, or "
@@ -338,19 +338,22 @@ def _by_variant(published: dict[str, dict[str, IndexedWheel]]) -> dict[str, tupl
     return {variant: tuple(wheels[name] for name in sorted(wheels)) for variant, wheels in sorted(published.items())}
 
 
-def directory_url(url: str, option: str) -> str:
-    """An http(s) URL of a directory, checked (no query or fragment), without its trailing slash."""
+SITE_URL_EXAMPLE = "the URL the site is served at, e.g. https://OWNER.github.io/REPO"
+
+
+def directory_url(url: str, option: str, example: str) -> str:
+    """An http(s) URL of a directory, checked (no query or fragment), without its trailing slash; ``option`` and
+    ``example`` (what to give instead) name it in the error."""
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme not in ("https", "http") or not parsed.netloc or parsed.query or parsed.fragment:
-        example = ("the release's download URL, e.g. https://github.com/OWNER/REPO/releases/download/TAG"
-                   if option == "--assets-url" else "the URL the site is served at, e.g. https://OWNER.github.io/REPO")
         raise IndexBuildError(f"{option} {url!r} is not an http(s) URL of a directory", hint=f"give {example}")
     return url.rstrip("/")
 
 
 def release_assets_url(url: str) -> str:
     """The base URL of a release's assets, checked."""
-    return directory_url(url, "--assets-url")
+    return directory_url(url, "--assets-url",
+                         "the release's download URL, e.g. https://github.com/OWNER/REPO/releases/download/TAG")
 
 
 def write_pages(staging: Path, variants: dict[str, tuple[IndexedWheel, ...]], deps_index: str,
@@ -465,7 +468,7 @@ def build_index(wheel_dir: Path, site: Path, *, deps_index: str = PYPI, assets_u
     # 1. Read and check everything.
     published, manifest = read_site(site)
     # a site remembers where it is served (index.json), so a later run or a yank need not be told again
-    site_url = directory_url(site_url, "--site-url") if site_url is not None else manifest.site_url
+    site_url = directory_url(site_url, "--site-url", SITE_URL_EXAMPLE) if site_url is not None else manifest.site_url
     added: list[tuple[Path, IndexedWheel]] = []
     skipped: list[str] = []
     seen: dict[str, str] = {}

@@ -206,25 +206,31 @@ def test_qwen3moe_tensors(moe_models: dict[str, Path]) -> None:
     assert _layout(moe_models["tiny-qwen3moe"]) == expected
 
 
+def _embedding_and_output_layout(p: synthetic.Preset) -> dict[str, tuple[list[int], str]]:
+    d = p.n_embd
+    return {"token_embd.weight": ([d, p.n_vocab], "F16"), "output_norm.weight": ([d], "F32"),
+            "output.weight": ([d, p.n_vocab], "F16")}
+
+
+def _biased_qkv_layout(p: synthetic.Preset, blk: str) -> dict[str, tuple[list[int], str]]:
+    n_q, n_kv, d = p.n_head * p.head_dim, p.n_head_kv * p.head_dim, p.n_embd
+    return {
+        f"{blk}.attn_norm.weight": ([d], "F32"),
+        f"{blk}.attn_q.weight": ([d, n_q], "F16"), f"{blk}.attn_q.bias": ([n_q], "F32"),
+        f"{blk}.attn_k.weight": ([d, n_kv], "F16"), f"{blk}.attn_k.bias": ([n_kv], "F32"),
+        f"{blk}.attn_v.weight": ([d, n_kv], "F16"), f"{blk}.attn_v.bias": ([n_kv], "F32"),
+    }
+
+
 def test_gpt_oss_tensors(moe_models: dict[str, Path]) -> None:
     p = synthetic.get_preset("tiny-gpt-oss")
-    n_q, n_kv, d = p.n_head * p.head_dim, p.n_head_kv * p.head_dim, p.n_embd
+    n_q, d = p.n_head * p.head_dim, p.n_embd
     # As llama_model_openai_moe::load_arch_tensors creates them.
-    expected = {
-        "token_embd.weight": ([d, p.n_vocab], "F16"),
-        "output_norm.weight": ([d], "F32"),
-        "output.weight": ([d, p.n_vocab], "F16"),
-    }
+    expected = _embedding_and_output_layout(p)
     for layer in range(p.n_layer):
         blk = f"blk.{layer}"
         expected.update({
-            f"{blk}.attn_norm.weight": ([d], "F32"),
-            f"{blk}.attn_q.weight": ([d, n_q], "F16"),
-            f"{blk}.attn_q.bias": ([n_q], "F32"),
-            f"{blk}.attn_k.weight": ([d, n_kv], "F16"),
-            f"{blk}.attn_k.bias": ([n_kv], "F32"),
-            f"{blk}.attn_v.weight": ([d, n_kv], "F16"),
-            f"{blk}.attn_v.bias": ([n_kv], "F32"),
+            **_biased_qkv_layout(p, blk),
             f"{blk}.attn_output.weight": ([n_q, d], "F16"),
             f"{blk}.attn_output.bias": ([d], "F32"),
             f"{blk}.attn_sinks.weight": ([p.n_head], "F32"),
@@ -236,23 +242,14 @@ def test_gpt_oss_tensors(moe_models: dict[str, Path]) -> None:
 
 def test_qwen2moe_tensors(moe_models: dict[str, Path]) -> None:
     p = synthetic.get_preset("tiny-qwen2moe")
-    n_kv, d, sh = p.n_head_kv * p.head_dim, p.n_embd, p.n_ff_shexp
+    d, sh = p.n_embd, p.n_ff_shexp
     # As llama_model_qwen2moe::load_arch_tensors creates them: q and output are n_embd x n_embd.
-    expected = {
-        "token_embd.weight": ([d, p.n_vocab], "F16"),
-        "output_norm.weight": ([d], "F32"),
-        "output.weight": ([d, p.n_vocab], "F16"),
-    }
+    assert p.n_head * p.head_dim == d
+    expected = _embedding_and_output_layout(p)
     for layer in range(p.n_layer):
         blk = f"blk.{layer}"
         expected.update({
-            f"{blk}.attn_norm.weight": ([d], "F32"),
-            f"{blk}.attn_q.weight": ([d, d], "F16"),
-            f"{blk}.attn_q.bias": ([d], "F32"),
-            f"{blk}.attn_k.weight": ([d, n_kv], "F16"),
-            f"{blk}.attn_k.bias": ([n_kv], "F32"),
-            f"{blk}.attn_v.weight": ([d, n_kv], "F16"),
-            f"{blk}.attn_v.bias": ([n_kv], "F32"),
+            **_biased_qkv_layout(p, blk),
             f"{blk}.attn_output.weight": ([d, d], "F16"),
             f"{blk}.ffn_norm.weight": ([d], "F32"),
             **_expert_layout(p, blk, biases=False),

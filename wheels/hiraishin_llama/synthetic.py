@@ -446,24 +446,33 @@ def _qwen3moe_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
     return specs + _output_specs(preset)
 
 
+def _biased_qkv_specs(preset: Preset, blk: str) -> list[_TensorSpec]:
+    """The attention's input norm and its q, k and v projections with their biases (qwen2moe, gpt-oss)."""
+    n_embd = preset.n_embd
+    n_q = preset.n_head * preset.head_dim
+    n_kv = preset.n_head_kv * preset.head_dim
+    return [
+        _TensorSpec(f"{blk}.attn_norm.weight", (n_embd,), None),
+        _TensorSpec(f"{blk}.attn_q.weight", (n_q, n_embd), 1.0 / np.sqrt(n_embd)),
+        _TensorSpec(f"{blk}.attn_q.bias", (n_q,), BIAS_STD, f32=True),
+        _TensorSpec(f"{blk}.attn_k.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
+        _TensorSpec(f"{blk}.attn_k.bias", (n_kv,), BIAS_STD, f32=True),
+        _TensorSpec(f"{blk}.attn_v.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
+        _TensorSpec(f"{blk}.attn_v.bias", (n_kv,), BIAS_STD, f32=True),
+    ]
+
+
 def _qwen2moe_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
     """qwen2's attention (biases on q, k and v, no q/k norms), the routed experts, and a shared expert
     with its sigmoid gate ffn_gate_inp_shexp, a vector of n_embd (llama_model_qwen2moe::load_arch_tensors)."""
     n_embd, n_ff_shexp = preset.n_embd, preset.n_ff_shexp
-    n_kv = preset.n_head_kv * preset.head_dim
     residual_scale = 1.0 / np.sqrt(2.0 * n_layer)
 
     specs = [_TensorSpec("token_embd.weight", (preset.n_vocab, n_embd), 1.0)]
     for layer in range(n_layer):
         blk = f"blk.{layer}"
+        specs += _biased_qkv_specs(preset, blk)  # q is n_embd x n_embd here (Preset checks it)
         specs += [
-            _TensorSpec(f"{blk}.attn_norm.weight", (n_embd,), None),
-            _TensorSpec(f"{blk}.attn_q.weight", (n_embd, n_embd), 1.0 / np.sqrt(n_embd)),
-            _TensorSpec(f"{blk}.attn_q.bias", (n_embd,), BIAS_STD, f32=True),
-            _TensorSpec(f"{blk}.attn_k.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
-            _TensorSpec(f"{blk}.attn_k.bias", (n_kv,), BIAS_STD, f32=True),
-            _TensorSpec(f"{blk}.attn_v.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
-            _TensorSpec(f"{blk}.attn_v.bias", (n_kv,), BIAS_STD, f32=True),
             _TensorSpec(f"{blk}.attn_output.weight", (n_embd, n_embd), residual_scale / np.sqrt(n_embd)),
             _TensorSpec(f"{blk}.ffn_norm.weight", (n_embd,), None),
         ]
@@ -483,20 +492,13 @@ def _gpt_oss_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
     on every expert."""
     n_embd, n_vocab = preset.n_embd, preset.n_vocab
     n_q = preset.n_head * preset.head_dim
-    n_kv = preset.n_head_kv * preset.head_dim
     residual_scale = 1.0 / np.sqrt(2.0 * n_layer)
 
     specs = [_TensorSpec("token_embd.weight", (n_vocab, n_embd), 1.0)]
     for layer in range(n_layer):
         blk = f"blk.{layer}"
+        specs += _biased_qkv_specs(preset, blk)
         specs += [
-            _TensorSpec(f"{blk}.attn_norm.weight", (n_embd,), None),
-            _TensorSpec(f"{blk}.attn_q.weight", (n_q, n_embd), 1.0 / np.sqrt(n_embd)),
-            _TensorSpec(f"{blk}.attn_q.bias", (n_q,), BIAS_STD, f32=True),
-            _TensorSpec(f"{blk}.attn_k.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
-            _TensorSpec(f"{blk}.attn_k.bias", (n_kv,), BIAS_STD, f32=True),
-            _TensorSpec(f"{blk}.attn_v.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
-            _TensorSpec(f"{blk}.attn_v.bias", (n_kv,), BIAS_STD, f32=True),
             _TensorSpec(f"{blk}.attn_output.weight", (n_embd, n_q), residual_scale / np.sqrt(n_q)),
             _TensorSpec(f"{blk}.attn_output.bias", (n_embd,), residual_scale * BIAS_STD, f32=True),
             _TensorSpec(f"{blk}.attn_sinks.weight", (preset.n_head,), SINK_STD, f32=True),
