@@ -14,7 +14,9 @@
 #   gpu_session.sh smoke [ARGS]    # hiraishin-llama-smoke in that venv
 #   gpu_session.sh spec            # llama-speculative-simple vs llama-server greedy
 #   gpu_session.sh fault NAME      # apply benchmarks/faults/fault-NAME.diff (or the diff at the path NAME), rebuild, swap the rebuilt files in
-#                                  # (FAULT_BUILD=0: apply only; the next fault rebuilds for both)
+#                                  # (FAULT_BUILD=0: apply only; the next fault rebuilds for both;
+#                                  #  FAULT_BUILD=background: rebuild in the background, package untouched)
+#   gpu_session.sh fault-wait NAME [S] # wait for that background rebuild, then swap the rebuilt files in
 #   gpu_session.sh unfault NAME    # revert it (the next rebuild picks it up)
 #   gpu_session.sh experts-cpu     # the smoke's qwen3moe model, --cpu-moe, CUDA fusion off: a diagnostic replay
 #   gpu_session.sh partial TAG     # replay with the 4-layer Q4_K_M model split GPU/CPU (--ngl 2), by switch name
@@ -42,6 +44,16 @@ source "$(dirname "$0")/common.sh"
 SRC=$(cat /tmp/src.dir 2>/dev/null)
 WHEEL_DIR=/tmp/src/wheels/$RECIPE
 
+
+# swap_in PKG FILES: the package's FILES replaced by their copies in the build tree. Libraries land in bin/, but
+# example programs stay in their own directory.
+swap_in() {
+    local f built
+    for f in $2; do
+        built=$(find "$BUILD/bin" "$BUILD/examples" "$BUILD/tools" -name "$(basename "$f")" -type f 2>/dev/null | head -1)
+        cp "${built:?$(basename "$f") not found in $BUILD}" "$1/$f" || exit 1
+    done
+}
 
 package_bin() { "$VENV/bin/python" -c 'import hiraishin_llama, pathlib; print(pathlib.Path(hiraishin_llama.__file__).parent / "bin")'; }
 
@@ -332,18 +344,32 @@ fault|unfault)
         # several targets, separated by spaces
         read -r -a targets <<< "${FAULT_TARGETS:-ggml-cuda test-backend-ops}"
         t=$(date +%s)
+        if [ "${FAULT_BUILD:-1}" = background ]; then
+            # the rebuild outlives this call while the installed package stays the stack's, so a phase that
+            # only reads the package (smoke, bench) can run meanwhile; fault-wait NAME swaps the files in
+            rm -f "/tmp/fault-$name.rc"
+            setsid bash -c "cmake --build '$BUILD' --target ${targets[*]} -j $(nproc) > /tmp/rebuild-$name.log 2>&1;
+                echo \$? > /tmp/fault-$name.rc; echo \$(( \$(date +%s) - $t )) > /tmp/fault-$name.seconds" < /dev/null &
+            echo "patched $name; rebuilding in the background (fault-wait $name swaps it in)"; exit 0
+        fi
         cmake --build "$BUILD" --target "${targets[@]}" -j "$(nproc)" > "$OUT/rebuild-$name.log" 2>&1 \
             || { tail -20 "$OUT/rebuild-$name.log"; exit 1; }
         echo "rebuilt in $(( $(date +%s) - t ))s"
-        # Libraries land in bin/, but example programs stay in their own directory.
-        for f in $swap; do
-            built=$(find "$BUILD/bin" "$BUILD/examples" "$BUILD/tools" -name "$(basename "$f")" -type f 2>/dev/null | head -1)
-            cp "${built:?$(basename "$f") not found in $BUILD}" "$pkg/$f" || exit 1
-        done
+        swap_in "$pkg" "$swap"
     else
         patch -R -p1 -d "$SRC/llama.cpp" < "$diff" || exit 1
         for f in $swap; do cp "$pkg/$f.stack" "$pkg/$f"; done
     fi
+    ;;
+fault-wait)
+    # fault-wait NAME [SECONDS]: the background rebuild of FAULT_BUILD=background fault NAME, then its swap
+    name=$2; limit=${3:-540}; t=$(date +%s)
+    while [ ! -f "/tmp/fault-$name.rc" ] && [ $(( $(date +%s) - t )) -lt "$limit" ]; do sleep 5; done
+    cp "/tmp/rebuild-$name.log" "$OUT/" 2>/dev/null
+    [ -f "/tmp/fault-$name.rc" ] || { echo "rebuild of $name still running after ${limit}s"; exit 3; }
+    [ "$(cat "/tmp/fault-$name.rc")" = 0 ] || { tail -20 "/tmp/rebuild-$name.log"; exit 1; }
+    echo "rebuilt in $(cat "/tmp/fault-$name.seconds")s (waited $(( $(date +%s) - t ))s)"
+    swap_in "$(dirname "$(package_bin)")" "$(cat "/tmp/fault-$name.swap")"
     ;;
 loadtime)
     # What loading the wheel's device code costs a process: test-backend-ops on one small op, with every module of
@@ -372,5 +398,5 @@ PY
     done
     ;;
 *)
-    echo "usage: $0 build SDIST | wait | optests | install | smoke [ARGS] | spec | replay-spec | fault NAME | unfault NAME | experts-cpu | partial TAG | model-part DIR | server | ptx ARCH | multigpu | rpc | rpc-bench | rpc-server | loadtime" >&2; exit 2 ;;
+    echo "usage: $0 build SDIST | wait | optests | install | smoke [ARGS] | spec | replay-spec | fault NAME | fault-wait NAME | unfault NAME | experts-cpu | partial TAG | model-part DIR | server | ptx ARCH | multigpu | rpc | rpc-bench | rpc-server | loadtime" >&2; exit 2 ;;
 esac
