@@ -11,7 +11,7 @@
 #       # gpu_session.sh built (WIP_BINARY unset)
 #
 # MOE_TUNE_VAR names the variable (default HIRAISHIN_MOE_BI_ROWS); every mode but MOE_TUNE_BASE (the stack's
-# own launch, default 0; none: no mode is skipped) also runs the batch-invariance cases.
+# own launch, default 0; none: no mode is skipped) also runs the batch-invariance cases, unless MOE_TUNE_PERF_ONLY=1.
 #
 # Logs and report.json (benchmarks/kernel_session_report.py) go to $OUT.
 set -uo pipefail
@@ -46,6 +46,8 @@ echo "perf, stock (switch 0): $(grep -c 'us/run' "$OUT/perf-stock.txt") cases ti
 cases='type_a=(q4_K|q6_K|mxfp4|q8_0)'
 for mode in $modes; do
     [ "$mode" = "$base" ] && continue
+    # MOE_TUNE_PERF_ONLY=1: the timings alone, where the op tests of the kernel that ships run elsewhere
+    [ "${MOE_TUNE_PERF_ONLY:-0}" = 1 ] && break
     t=$(date +%s)
     env "$var=$mode" GGML_BATCH_INVARIANT=1 timeout "${BI_TIMEOUT:-100}" ./test-backend-ops -b CUDA0 \
         -o MUL_MAT_ID_BATCH_INVARIANCE,MOE_FFN_BATCH_INVARIANCE -p "$cases" > "$OUT/tbo-bi-rows$mode.txt" 2>&1
