@@ -46,6 +46,8 @@ CONFLICTING_ON_OLDER = [
     "tests-every-weight-type-of-ggml-s-type-table-in-test-backend.patch",
     # the TQ weight dispatch it changes in ggml_cuda_mul_mat is written differently there (one else-if chain)
     "ggml-cuda-batch-invariant-f16-mat-vec-sums-in-float-tq3-1s-u.patch",
+    # changes the MUL_MAT_ID lines of mmvq.cu that the MUL_MAT_ID patches above add
+    "ggml-cuda-batch-invariant-mul-mat-id-on-a-warp-per-token-and.patch",
 ]
 REQUIRED_REFS = (PREVIOUS, OLDER)
 
