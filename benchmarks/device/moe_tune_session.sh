@@ -7,7 +7,7 @@
 #
 #   WIP_BINARY=build/wip-moe-rows.xz moe_tune_session.sh [MODES]   # MODES: default "0 1 2"
 #   MOE_TUNE_VAR=HIRAISHIN_MOE_BI_KERNEL MOE_TUNE_BASE=none moe_tune_session.sh "block warp warp1"
-#       # the kernels a stack with moe-bi-warp-per-token.patch picks from, with the test-backend-ops of the wheel
+#       # the kernels revision 22 (patch 23) picks from, with the test-backend-ops of the wheel
 #       # gpu_session.sh built (WIP_BINARY unset)
 #
 # MOE_TUNE_VAR names the variable (default HIRAISHIN_MOE_BI_ROWS); every mode but MOE_TUNE_BASE (the stack's
