@@ -41,12 +41,14 @@ else
     echo "built in $(( $(date +%s) - t ))s"
 fi
 cd /tmp/wip/build/bin || exit 1
-# BI_OPS: the batch-invariance families to run (default: all of them); BI_TIMEOUT: seconds for each run
+# BI_OPS: the batch-invariance families to run (default: all of them); BI_MATCH: only their cases whose name matches
+# this regex (e.g. 'type_a=(q5_K|q8_0),'); BI_TIMEOUT: seconds for each run
 bi_ops=${BI_OPS:-MUL_MAT_BATCH_INVARIANCE,FFN_BATCH_INVARIANCE,MUL_MAT_ID_BATCH_INVARIANCE,MOE_FFN_BATCH_INVARIANCE}
 bi_timeout=${BI_TIMEOUT:-420}
 for on in 1 0; do
     t=$(date +%s)
-    GGML_BATCH_INVARIANT=$on timeout "$bi_timeout" ./test-backend-ops -b CUDA0 -o "$bi_ops" > "$OUT/tbo-bi-$on.txt" 2>&1
+    GGML_BATCH_INVARIANT=$on timeout "$bi_timeout" ./test-backend-ops -b CUDA0 -o "$bi_ops" ${BI_MATCH:+-p "$BI_MATCH"} \
+        > "$OUT/tbo-bi-$on.txt" 2>&1
     echo "batch-invariance cases, switch $on, in $(( $(date +%s) - t ))s: $(grep -E 'tests passed' "$OUT/tbo-bi-$on.txt")"
     grep -E 'FAIL' "$OUT/tbo-bi-$on.txt" | head -40 | cut -c1-160
 done

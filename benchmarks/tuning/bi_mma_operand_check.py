@@ -1,0 +1,108 @@
+"""Check, bit for bit, how the superblock-order candidates build their operands from a block's bytes.
+
+    python3 benchmarks/tuning/bi_mma_operand_check.py [TRIALS]
+
+Q5_K (q5-k-superblock-order.patch): the m16n8k16 kernel spreads two quant bytes into the low bytes of two f16 lanes (__byte_perm 0x4140 / 0x4342), ORs in
+the weight's fifth bit (qh) as 16 next to a low nibble or 256 next to a high one, forms 1024 + x by lop3, and scales it
+with one f16 fma: (1024 + q)*sc - 1024*sc, or (1024 + 16*q)*(sc/16) - 64*sc. This replays those operations on random
+blocks (numpy's float16 for the constants, the fma exact in float64 and rounded once) and counts every A value that is
+not q*sc for the q that dequantize_row_q5_K gives (nibble + 16*((qh[l] >> s) & 1)).
+
+Q8_0 (q8-0-block-order.patch): a 34-byte block is only 2-byte aligned, so both kernels read the aligned 32-bit words
+its bytes lie in and shift by 16 where it starts mid-word. This places random blocks at both offsets in a buffer, replays
+the dp4a kernel's words (q[k] must be quants 4k..4k+3) and the mma kernel's (thread t: quants 8t..8t+7 as
+(1024 + (q ^ 128)) - 1152 in f16, in the k order of the A operand), and d, and counts what differs.
+
+Exit 1 if anything differs.
+"""
+import sys
+
+import numpy as np
+
+
+def byte_perm(x: int, y: int, selector: int) -> int:
+    pool = [(x >> (8 * i)) & 0xFF for i in range(4)] + [(y >> (8 * i)) & 0xFF for i in range(4)]
+    return sum(pool[(selector >> (4 * i)) & 0x7] << (8 * i) for i in range(4))
+
+
+def as_f16(bits: int) -> float:
+    return float(np.array([bits], dtype=np.uint16).view(np.float16)[0])
+
+
+def mismatches(trials: int, seed: int = 1) -> int:
+    rng = np.random.default_rng(seed)
+    bad = 0
+    for _ in range(trials):
+        qs = rng.integers(0, 256, 32)  # the 32 quant bytes of sub-block pair j: low nibbles 2j, high nibbles 2j + 1
+        qh = rng.integers(0, 256, 32)  # fifth bits: bit s of byte l is weight l of sub-block s
+        j = int(rng.integers(0, 4))
+        sc = [int(rng.integers(0, 64)) for _ in range(2)]
+        for t in range(4):  # thread t of a group holds weights 8t..8t+7
+            words = [sum(int(qs[8 * t + 4 * w + k]) << (8 * k) for k in range(4)) for w in range(2)]
+            highs = [sum(int(qh[8 * t + 4 * w + k]) << (8 * k) for k in range(4)) for w in range(2)]
+            for i in range(2):
+                s = 2 * j + i
+                mask = 0x001F001F if i == 0 else 0x01F001F0
+                scale = float(np.float16(sc[i]) * np.float16(1.0 if i == 0 else 0.0625))
+                offset = float(np.float16((-1024 if i == 0 else -64) * sc[i]))
+                for h in range(2):
+                    for p, selector in enumerate((0x4140, 0x4342)):
+                        quants, high = byte_perm(words[h], 0, selector), byte_perm(highs[h], 0, selector)
+                        if i == 0:
+                            value = (quants & 0x000F000F) | (((high >> s) << 4) & 0x00100010)
+                        else:
+                            value = quants | (((high >> s) << 8) & 0x01000100)
+                        value = (value & mask) | 0x64006400
+                        for lane in range(2):
+                            a = float(np.float16(as_f16((value >> (16 * lane)) & 0xFFFF) * scale + offset))
+                            weight = 8 * t + 4 * h + 2 * p + lane
+                            q = ((int(qs[weight]) >> (4 * i)) & 0xF) + 16 * ((int(qh[weight]) >> s) & 1)
+                            bad += a != q * sc[i]
+    return bad
+
+
+def funnelshift_r(lo: int, hi: int, shift: int) -> int:
+    return (((hi << 32) | lo) >> (shift & 31)) & 0xFFFFFFFF
+
+
+def q8_0_mismatches(trials: int, seed: int = 2) -> int:
+    rng = np.random.default_rng(seed)
+    bad = 0
+    for _ in range(trials):
+        offset = int(rng.choice([0, 2]))
+        block = rng.integers(0, 256, 34).astype(np.uint8)  # d (2 bytes), then 32 int8 quants
+        memory = np.zeros(offset + 34 + (-(offset + 34)) % 4, dtype=np.uint8)
+        memory[offset:offset + 34] = block
+        words = [int.from_bytes(memory[4 * i:4 * i + 4].tobytes(), "little") for i in range(len(memory) // 4)]
+        quants = block[2:].view(np.int8).astype(int)
+        d = float(block[:2].view(np.float16)[0])
+        # bi_q8_0_d
+        bad += as_f16((words[0] >> (8 * offset)) & 0xFFFF) != d and not np.isnan(d)
+        # bi_q8_0_block::load: q[k] holds quants 4k..4k+3
+        for k in range(8):
+            word = funnelshift_r(words[k], words[k + 1], 16) if offset == 0 else words[k + 1]
+            got = [int(np.int8(np.uint8((word >> (8 * i)) & 0xFF))) for i in range(4)]
+            bad += got != list(quants[4 * k:4 * k + 4])
+        # mul_mat_vec_q8_0_bi_mma_sb: thread t, mma h, A registers 0 (k = 2t, 2t+1) and 2 (k = 2t+8, 2t+9)
+        for t in range(4):
+            first = (offset + 2) // 4 + 2 * t
+            lo, mid = words[first], words[first + 1]
+            hi = words[first + 2] if offset == 0 else 0
+            pair_words = [funnelshift_r(lo, mid, 16), funnelshift_r(mid, hi, 16)] if offset == 0 else [lo, mid]
+            for h in range(2):
+                for register, selector in ((0, 0x4140), (2, 0x4342)):
+                    bits = byte_perm(pair_words[h] ^ 0x80808080, 0x64, selector)
+                    for lane in range(2):
+                        value = float(np.float16(as_f16((bits >> (16 * lane)) & 0xFFFF) - 1152.0))
+                        weight = 8 * t + 4 * h + (register // 2) * 2 + lane
+                        bad += value != quants[weight]
+    return bad
+
+
+if __name__ == "__main__":
+    trials = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+    bad = mismatches(trials)
+    print(f"Q5_K: {trials} random sub-block pairs, 4 threads each: {bad} A values differ from q*sc")
+    bad_q8_0 = q8_0_mismatches(trials)
+    print(f"Q8_0: {trials} random blocks at offsets 0 and 2: {bad_q8_0} values differ from the block's")
+    sys.exit(1 if bad or bad_q8_0 else 0)
