@@ -13,6 +13,11 @@ its bytes lie in and shift by 16 where it starts mid-word. This places random bl
 the dp4a kernel's words (q[k] must be quants 4k..4k+3) and the mma kernel's (thread t: quants 8t..8t+7 as
 (1024 + (q ^ 128)) - 1152 in f16, in the k order of the A operand), and d, and counts what differs.
 
+IQ4_XS (iq4-xs-superblock-order.patch): replays which bytes and nibbles each thread takes (get_int_from_table_16 taken
+as one table lookup per nibble), the f16 conversion of the table's int8 values and the 6-bit scales read from the
+block's first 8 bytes, against dequantize_row_iq4_xs's layout (sub-block s is qs bytes 16s..16s + 15, byte l's low
+nibble weight l and its high nibble weight 16 + l; scale 4 bits of scales_l[s/2], 2 of scales_h, minus 32).
+
 Exit 1 if anything differs.
 """
 import sys
@@ -99,10 +104,49 @@ def q8_0_mismatches(trials: int, seed: int = 2) -> int:
     return bad
 
 
+KVALUES_IQ4NL = (-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113)
+
+
+def iq4_xs_mismatches(trials: int, seed: int = 3) -> int:
+    rng = np.random.default_rng(seed)
+    bad = 0
+    for _ in range(trials):
+        header = rng.integers(0, 256, 8).astype(np.uint8)  # d, scales_h, scales_l[4]
+        qs = rng.integers(0, 256, 128).astype(np.uint8)
+        scales_h = int(header[2]) | int(header[3]) << 8
+        words = (int.from_bytes(header[:4].tobytes(), "little"), int.from_bytes(header[4:].tobytes(), "little"))
+        for s in range(8):
+            # bi_sb_iq4_xs_scale from the header's two words
+            got = (((words[1] >> (4 * s)) & 0x0F) | (((words[0] >> 16) >> (2 * s) & 0x03) << 4)) - 32
+            want = (((int(header[4 + s // 2]) >> (4 * (s % 2))) & 0x0F) | (((scales_h >> (2 * s)) & 0x03) << 4)) - 32
+            bad += got != want
+            weights = [KVALUES_IQ4NL[qs[16 * s + (w % 16)] >> (4 * (w // 16)) & 0x0F] for w in range(32)]
+            # mul_mat_vec_iq4_xs_bi_mma_sb: thread t reads the uint2 at qs byte 16s + 8*(t % 2), keeps its low nibbles'
+            # values for t < 2 and its high nibbles' for t >= 2
+            for t in range(4):
+                base = 16 * s + 8 * (t % 2)
+                for h in range(2):
+                    nibbles = [(int(qs[base + 4 * h + i]) >> (0 if t < 2 else 4)) & 0x0F for i in range(4)]
+                    values = sum((KVALUES_IQ4NL[n] & 0xFF) << (8 * i) for i, n in enumerate(nibbles))
+                    for register, selector in ((0, 0x4140), (2, 0x4342)):
+                        bits = byte_perm(values ^ 0x80808080, 0x64, selector)
+                        for lane in range(2):
+                            value = float(np.float16(as_f16((bits >> (16 * lane)) & 0xFFFF) - 1152.0))
+                            bad += value != weights[8 * t + 4 * h + (register // 2) * 2 + lane]
+            # bi_sb_iq4_xs_half: word j of the sub-block gives weights 4j..4j + 3 (low) and 16 + 4j.. (high)
+            for j in range(4):
+                low = [KVALUES_IQ4NL[qs[16 * s + 4 * j + i] & 0x0F] for i in range(4)]
+                high = [KVALUES_IQ4NL[qs[16 * s + 4 * j + i] >> 4] for i in range(4)]
+                bad += low != weights[4 * j:4 * j + 4] or high != weights[16 + 4 * j:20 + 4 * j]
+    return bad
+
+
 if __name__ == "__main__":
     trials = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
     bad = mismatches(trials)
     print(f"Q5_K: {trials} random sub-block pairs, 4 threads each: {bad} A values differ from q*sc")
     bad_q8_0 = q8_0_mismatches(trials)
     print(f"Q8_0: {trials} random blocks at offsets 0 and 2: {bad_q8_0} values differ from the block's")
-    sys.exit(1 if bad or bad_q8_0 else 0)
+    bad_iq4_xs = iq4_xs_mismatches(trials)
+    print(f"IQ4_XS: {trials} random blocks: {bad_iq4_xs} values or scales differ from the block's")
+    sys.exit(1 if bad or bad_q8_0 or bad_iq4_xs else 0)
