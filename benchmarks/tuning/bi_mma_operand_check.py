@@ -18,6 +18,10 @@ as one table lookup per nibble), the f16 conversion of the table's int8 values a
 block's first 8 bytes, against dequantize_row_iq4_xs's layout (sub-block s is qs bytes 16s..16s + 15, byte l's low
 nibble weight l and its high nibble weight 16 + l; scale 4 bits of scales_l[s/2], 2 of scales_h, minus 32).
 
+Q2_K (q2-k-superblock-order.patch): replays the words each thread reads, the 2-bit extraction by shift and mask in the
+f16 lanes, the scale and minimum of the thread's sub-block and the fused f16 scaling, against dequantize_row_q2_K's
+layout (q8_1 block b = 4n + j: bits 2j of qs bytes 32n..32n + 31, sub-blocks 2b and 2b + 1).
+
 Exit 1 if anything differs.
 """
 import sys
@@ -141,6 +145,42 @@ def iq4_xs_mismatches(trials: int, seed: int = 3) -> int:
     return bad
 
 
+def q2_k_mismatches(trials: int, seed: int = 4) -> int:
+    rng = np.random.default_rng(seed)
+    bad = 0
+    for _ in range(trials):
+        block = rng.integers(0, 256, 84).astype(np.uint8)  # scales[16], qs[64], dm
+        words = [int.from_bytes(block[4 * i:4 * i + 4].tobytes(), "little") for i in range(21)]
+        scales, qs = block[:16], block[16:80]
+        for b in range(8):
+            n, j = divmod(b, 4)
+            # dequantize_row_q2_K: weight w of q8_1 block b
+            q = [(int(qs[32 * n + w]) >> (2 * j)) & 3 for w in range(32)]
+            sub = [2 * b + (w >= 16) for w in range(32)]
+            # mul_mat_vec_q2_K_bi_mma_sb, thread t
+            for t in range(4):
+                pair_words = (words[4 + 8 * n + 2 * t], words[4 + 8 * n + 2 * t + 1])
+                s_t = 2 * b + t // 2
+                sc_m = (words[s_t // 4] >> (8 * (s_t % 4))) & 0xFF
+                sc, m = sc_m & 0x0F, sc_m >> 4
+                bad += (sc, m) != (int(scales[sub[8 * t]]) & 0x0F, int(scales[sub[8 * t]]) >> 4)
+                for h in range(2):
+                    for register, selector in ((0, 0x4140), (2, 0x4342)):
+                        bits = ((byte_perm(pair_words[h], 0, selector) >> (2 * j)) & 0x00030003) | 0x64006400
+                        for lane in range(2):
+                            scale, offset = float(np.float16(sc)), float(np.float16(-1024 * sc))
+                            a = float(np.float16(as_f16((bits >> (16 * lane)) & 0xFFFF) * scale + offset))
+                            w = 8 * t + 4 * h + (register // 2) * 2 + lane
+                            bad += a != q[w] * sc or sub[w] != s_t
+            # bi_sb_q2_K_half, h = n: word k holds weights 4k..4k+3 (bits 2j); scales bytes 2j, 2j + 1 of the half
+            for k in range(8):
+                word = words[4 + 8 * n + k]
+                bad += [(word >> (8 * i + 2 * j)) & 3 for i in range(4)] != q[4 * k:4 * k + 4]
+            pair = (words[2 * n + j // 2] >> (16 * (j % 2))) & 0xFFFF
+            bad += (pair & 0xFF, pair >> 8) != (int(scales[2 * b]), int(scales[2 * b + 1]))
+    return bad
+
+
 if __name__ == "__main__":
     trials = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
     bad = mismatches(trials)
@@ -149,4 +189,6 @@ if __name__ == "__main__":
     print(f"Q8_0: {trials} random blocks at offsets 0 and 2: {bad_q8_0} values differ from the block's")
     bad_iq4_xs = iq4_xs_mismatches(trials)
     print(f"IQ4_XS: {trials} random blocks: {bad_iq4_xs} values or scales differ from the block's")
-    sys.exit(1 if bad or bad_q8_0 or bad_iq4_xs else 0)
+    bad_q2_k = q2_k_mismatches(trials)
+    print(f"Q2_K: {trials} random blocks: {bad_q2_k} values, scales or sub-blocks differ from the block's")
+    sys.exit(1 if bad or bad_q8_0 or bad_iq4_xs or bad_q2_k else 0)
