@@ -129,10 +129,18 @@ print(json.dumps({"build_seconds": finished - started,
                   "wheels": [{"file": os.path.basename(w), "bytes": os.path.getsize(w)} for w in wheels]}, indent=2))
 PY
     cat "$OUT/wheel.json"
-    # the largest members, for a wheel that outgrew its recipe's size budget (no unzip on this machine)
-    wheels=("$WHEEL_DIR"/*.whl)
-    python3 -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [print(i.file_size, i.compress_size, i.filename) for i in sorted(z.infolist(), key=lambda i: -i.compress_size)[:12]]' \
-        "${wheels[0]}" | tee "$OUT/wheel-members.txt"
+    # what the wheel is made of (no unzip on this machine): every file with its size and its compressed size in the
+    # zip, largest first, in wheel-files.json; the 12 largest printed, for a wheel that outgrew its size budget
+    python3 - "$WHEEL_DIR" > "$OUT/wheel-files.json" <<'PY'
+import json, pathlib, sys, zipfile
+wheel = max(pathlib.Path(sys.argv[1]).glob("hiraishin_llama-*.whl"), key=lambda p: p.stat().st_mtime)
+with zipfile.ZipFile(wheel) as archive:
+    files = sorted(({"file": i.filename, "bytes": i.file_size, "in_zip_bytes": i.compress_size}
+                    for i in archive.infolist()), key=lambda f: -f["in_zip_bytes"])
+print(json.dumps({"wheel": wheel.name, "bytes": wheel.stat().st_size, "files": files}, indent=1))
+PY
+    python3 -c 'import json, sys; [print(f["bytes"], f["in_zip_bytes"], f["file"]) for f in json.load(open(sys.argv[1]))["files"][:12]]' \
+        "$OUT/wheel-files.json"
     ;;
 smoke)
     shift
@@ -374,19 +382,11 @@ fault-wait)
 loadtime)
     # What loading the wheel's device code costs a process: test-backend-ops on one small op, with every module of
     # libggml-cuda.so loaded (and decompressed) at context creation (EAGER) against CUDA's default, each kernel's when
-    # first launched (LAZY); the wheel's size beside it. 5 runs each, alternating.
+    # first launched (LAZY); the sizes of the library and the wheel beside it (install lists the wheel's files).
+    # 5 runs each, alternating.
     cd "$BUILD/bin" || exit 1
     find -L . "$WHEEL_DIR" -maxdepth 1 \( -name 'libggml-cuda.so*' -o -name 'hiraishin_llama-*.whl' \) -printf '%s %p\n' |
         tee "$OUT/loadtime-files.txt"
-    # what the wheel is made of: every file with its size and its compressed size in the zip, largest first
-    python3 - "$WHEEL_DIR" > "$OUT/wheel-files.json" <<'PY'
-import json, pathlib, sys, zipfile
-wheel = max(pathlib.Path(sys.argv[1]).glob("hiraishin_llama-*.whl"), key=lambda p: p.stat().st_mtime)
-with zipfile.ZipFile(wheel) as archive:
-    files = sorted(({"file": i.filename, "bytes": i.file_size, "in_zip_bytes": i.compress_size}
-                    for i in archive.infolist()), key=lambda f: -f["in_zip_bytes"])
-print(json.dumps({"wheel": wheel.name, "bytes": wheel.stat().st_size, "files": files}, indent=1))
-PY
     for i in 1 2 3 4 5; do
         for mode in EAGER LAZY; do
             t0=$(date +%s%N)

@@ -116,16 +116,23 @@ def test_a_dense_preset_with_experts_is_rejected() -> None:
         dataclasses.replace(synthetic.get_preset("tiny"), n_expert=4, n_expert_used=2, n_ff_exp=256)
 
 
+def _assert_experts(reader: gguf.GGUFReader, arch: str, p: synthetic.Preset) -> None:
+    """The architecture name and the expert counts every MoE architecture writes under its own prefix."""
+    assert _field(reader, "general.architecture") == arch
+    assert _field(reader, f"{arch}.expert_count") == p.n_expert
+    assert _field(reader, f"{arch}.expert_used_count") == p.n_expert_used
+    assert _field(reader, f"{arch}.expert_feed_forward_length") == p.n_ff_exp
+
+
 def test_qwen3moe_metadata(moe_models: dict[str, Path]) -> None:
     p = synthetic.get_preset("tiny-qwen3moe")
     reader = gguf.GGUFReader(moe_models["tiny-qwen3moe"])
-    assert _field(reader, "general.architecture") == "qwen3moe"
+    _assert_experts(reader, "qwen3moe", p)
     expected = {
         "block_count": p.n_layer, "context_length": p.context_length, "embedding_length": p.n_embd,
         "feed_forward_length": p.n_ff, "attention.head_count": p.n_head, "attention.head_count_kv": p.n_head_kv,
         "attention.key_length": p.head_dim, "attention.value_length": p.head_dim,
-        "rope.dimension_count": p.head_dim, "expert_count": p.n_expert, "expert_used_count": p.n_expert_used,
-        "expert_feed_forward_length": p.n_ff_exp,
+        "rope.dimension_count": p.head_dim,
     }
     for key, value in expected.items():
         assert _field(reader, f"qwen3moe.{key}") == value, key
@@ -138,10 +145,7 @@ def test_qwen3moe_metadata(moe_models: dict[str, Path]) -> None:
 def test_gpt_oss_metadata(moe_models: dict[str, Path]) -> None:
     p = synthetic.get_preset("tiny-gpt-oss")
     reader = gguf.GGUFReader(moe_models["tiny-gpt-oss"])
-    assert _field(reader, "general.architecture") == "gpt-oss"
-    assert _field(reader, "gpt-oss.expert_count") == p.n_expert
-    assert _field(reader, "gpt-oss.expert_used_count") == p.n_expert_used
-    assert _field(reader, "gpt-oss.expert_feed_forward_length") == p.n_ff_exp
+    _assert_experts(reader, "gpt-oss", p)
     assert _field(reader, "gpt-oss.attention.sliding_window") == p.sliding_window
     assert _field(reader, "gpt-oss.rope.scaling.type") == "yarn"
     assert _field(reader, "gpt-oss.rope.scaling.factor") == pytest.approx(p.rope_scaling_factor)
@@ -155,10 +159,7 @@ def test_gpt_oss_metadata(moe_models: dict[str, Path]) -> None:
 def test_qwen2moe_metadata(moe_models: dict[str, Path]) -> None:
     p = synthetic.get_preset("tiny-qwen2moe")
     reader = gguf.GGUFReader(moe_models["tiny-qwen2moe"])
-    assert _field(reader, "general.architecture") == "qwen2moe"
-    assert _field(reader, "qwen2moe.expert_count") == p.n_expert
-    assert _field(reader, "qwen2moe.expert_used_count") == p.n_expert_used
-    assert _field(reader, "qwen2moe.expert_feed_forward_length") == p.n_ff_exp
+    _assert_experts(reader, "qwen2moe", p)
     assert _field(reader, "qwen2moe.expert_shared_feed_forward_length") == p.n_ff_shexp
     assert _field(reader, "qwen2moe.feed_forward_length") == p.n_ff
 

@@ -390,16 +390,24 @@ def _tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
     return specs + _output_specs(preset)
 
 
+def _qkv_specs(preset: Preset, blk: str, biases: bool) -> list[_TensorSpec]:
+    """The attention's input norm and its q, k and v projections, each followed by its bias where the
+    architecture has them (qwen2moe, gpt-oss)."""
+    n_embd = preset.n_embd
+    specs = [_TensorSpec(f"{blk}.attn_norm.weight", (n_embd,), None)]
+    for name, rows in (("attn_q", preset.n_head * preset.head_dim), ("attn_k", preset.n_head_kv * preset.head_dim),
+                       ("attn_v", preset.n_head_kv * preset.head_dim)):
+        specs.append(_TensorSpec(f"{blk}.{name}.weight", (rows, n_embd), 1.0 / np.sqrt(n_embd)))
+        if biases:
+            specs.append(_TensorSpec(f"{blk}.{name}.bias", (rows,), BIAS_STD, f32=True))
+    return specs
+
+
 def _qwen3_attention_specs(preset: Preset, blk: str, residual_scale: float) -> list[_TensorSpec]:
     """A qwen3 layer's attention (q and k normed per head) and the FFN's input norm."""
     n_embd = preset.n_embd
     n_q = preset.n_head * preset.head_dim
-    n_kv = preset.n_head_kv * preset.head_dim
-    return [
-        _TensorSpec(f"{blk}.attn_norm.weight", (n_embd,), None),
-        _TensorSpec(f"{blk}.attn_q.weight", (n_q, n_embd), 1.0 / np.sqrt(n_embd)),
-        _TensorSpec(f"{blk}.attn_k.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
-        _TensorSpec(f"{blk}.attn_v.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
+    return _qkv_specs(preset, blk, biases=False) + [
         _TensorSpec(f"{blk}.attn_q_norm.weight", (preset.head_dim,), None),
         _TensorSpec(f"{blk}.attn_k_norm.weight", (preset.head_dim,), None),
         _TensorSpec(f"{blk}.attn_output.weight", (n_embd, n_q), residual_scale / np.sqrt(n_q)),
@@ -446,22 +454,6 @@ def _qwen3moe_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
     return specs + _output_specs(preset)
 
 
-def _biased_qkv_specs(preset: Preset, blk: str) -> list[_TensorSpec]:
-    """The attention's input norm and its q, k and v projections with their biases (qwen2moe, gpt-oss)."""
-    n_embd = preset.n_embd
-    n_q = preset.n_head * preset.head_dim
-    n_kv = preset.n_head_kv * preset.head_dim
-    return [
-        _TensorSpec(f"{blk}.attn_norm.weight", (n_embd,), None),
-        _TensorSpec(f"{blk}.attn_q.weight", (n_q, n_embd), 1.0 / np.sqrt(n_embd)),
-        _TensorSpec(f"{blk}.attn_q.bias", (n_q,), BIAS_STD, f32=True),
-        _TensorSpec(f"{blk}.attn_k.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
-        _TensorSpec(f"{blk}.attn_k.bias", (n_kv,), BIAS_STD, f32=True),
-        _TensorSpec(f"{blk}.attn_v.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
-        _TensorSpec(f"{blk}.attn_v.bias", (n_kv,), BIAS_STD, f32=True),
-    ]
-
-
 def _qwen2moe_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
     """qwen2's attention (biases on q, k and v, no q/k norms), the routed experts, and a shared expert
     with its sigmoid gate ffn_gate_inp_shexp, a vector of n_embd (llama_model_qwen2moe::load_arch_tensors)."""
@@ -471,7 +463,7 @@ def _qwen2moe_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
     specs = [_TensorSpec("token_embd.weight", (preset.n_vocab, n_embd), 1.0)]
     for layer in range(n_layer):
         blk = f"blk.{layer}"
-        specs += _biased_qkv_specs(preset, blk)  # q is n_embd x n_embd here (Preset checks it)
+        specs += _qkv_specs(preset, blk, biases=True)  # q is n_embd x n_embd here (Preset checks it)
         specs += [
             _TensorSpec(f"{blk}.attn_output.weight", (n_embd, n_embd), residual_scale / np.sqrt(n_embd)),
             _TensorSpec(f"{blk}.ffn_norm.weight", (n_embd,), None),
@@ -497,7 +489,7 @@ def _gpt_oss_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
     specs = [_TensorSpec("token_embd.weight", (n_vocab, n_embd), 1.0)]
     for layer in range(n_layer):
         blk = f"blk.{layer}"
-        specs += _biased_qkv_specs(preset, blk)
+        specs += _qkv_specs(preset, blk, biases=True)
         specs += [
             _TensorSpec(f"{blk}.attn_output.weight", (n_embd, n_q), residual_scale / np.sqrt(n_q)),
             _TensorSpec(f"{blk}.attn_output.bias", (n_embd,), residual_scale * BIAS_STD, f32=True),
@@ -505,11 +497,7 @@ def _gpt_oss_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
             _TensorSpec(f"{blk}.post_attention_norm.weight", (n_embd,), None),
         ]
         specs += _expert_specs(preset, blk, residual_scale, biases=True)
-    specs += [
-        _TensorSpec("output_norm.weight", (n_embd,), None),
-        _TensorSpec("output.weight", (n_vocab, n_embd), LOGIT_STD / np.sqrt(n_embd)),
-    ]
-    return specs
+    return specs + _output_specs(preset)
 
 
 def _tensor_rng(seed: int, tensor_name: str) -> np.random.Generator:
