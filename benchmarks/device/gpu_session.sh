@@ -355,7 +355,7 @@ fault|unfault)
         if [ "${FAULT_BUILD:-1}" = background ]; then
             # the rebuild outlives this call while the installed package stays the stack's, so a phase that
             # only reads the package (smoke, bench) can run meanwhile; fault-wait NAME swaps the files in
-            rm -f "/tmp/fault-$name.rc"
+            rm -f "/tmp/fault-$name.rc"; date +%s > "/tmp/fault-$name.started"
             setsid bash -c "cmake --build '$BUILD' --target ${targets[*]} -j $(nproc) > /tmp/rebuild-$name.log 2>&1;
                 echo \$? > /tmp/fault-$name.rc; echo \$(( \$(date +%s) - $t )) > /tmp/fault-$name.seconds" < /dev/null &
             echo "patched $name; rebuilding in the background (fault-wait $name swaps it in)"; exit 0
@@ -372,6 +372,8 @@ fault|unfault)
 fault-wait)
     # fault-wait NAME [SECONDS]: the background rebuild of FAULT_BUILD=background fault NAME, then its swap
     name=$2; limit=${3:-540}; t=$(date +%s)
+    # a machine handed back between calls comes back bare: say so at once instead of waiting out the limit
+    [ -f "/tmp/fault-$name.started" ] || { echo "no background rebuild of $name on this machine (a fresh one?): build, install and fault first"; exit 4; }
     while [ ! -f "/tmp/fault-$name.rc" ] && [ $(( $(date +%s) - t )) -lt "$limit" ]; do sleep 5; done
     cp "/tmp/rebuild-$name.log" "$OUT/" 2>/dev/null
     [ -f "/tmp/fault-$name.rc" ] || { echo "rebuild of $name still running after ${limit}s"; exit 3; }
