@@ -10,7 +10,7 @@ not q*sc for the q that dequantize_row_q5_K gives (nibble + 16*((qh[l] >> s) & 1
 
 Q8_0 (q8-0-block-order.patch): a 34-byte block is only 2-byte aligned, so both kernels read the aligned 32-bit words
 its bytes lie in and shift by 16 where it starts mid-word. This places random blocks at both offsets in a buffer, replays
-the dp4a kernel's words (q[k] must be quants 4k..4k+3) and the mma kernel's (thread t: quants 8t..8t+7 as
+the dp4a kernel's words (part p of a block, one of its lane's 4 threads: quants 8p..8p+7) and the mma kernel's (thread t: quants 8t..8t+7 as
 (1024 + (q ^ 128)) - 1152 in f16, in the k order of the A operand), and d, and counts what differs.
 
 IQ4_XS (iq4-xs-superblock-order.patch): replays which bytes and nibbles each thread takes (get_int_from_table_16 taken
@@ -87,11 +87,19 @@ def q8_0_mismatches(trials: int, seed: int = 2) -> int:
         d = float(block[:2].view(np.float16)[0])
         # bi_q8_0_d
         bad += as_f16((words[0] >> (8 * offset)) & 0xFFFF) != d and not np.isnan(d)
-        # bi_q8_0_block::load: q[k] holds quants 4k..4k+3
-        for k in range(8):
-            word = funnelshift_r(words[k], words[k + 1], 16) if offset == 0 else words[k + 1]
-            got = [int(np.int8(np.uint8((word >> (8 * i)) & 0xFF))) for i in range(4)]
-            bad += got != list(quants[4 * k:4 * k + 4])
+        # bi_q8_0_part::load, part p: q[0], q[1] hold quants 8p..8p+7, from the words that hold bytes 2 + 8p on (an
+        # index past `words` would be a read past the block's last word)
+        for part in range(4):
+            start = offset + 2 + 8 * part
+            first = start // 4
+            if start % 4 == 0:
+                part_words = [words[first], words[first + 1]]
+            else:
+                part_words = [funnelshift_r(words[first], words[first + 1], 16),
+                              funnelshift_r(words[first + 1], words[first + 2], 16)]
+            for k, word in enumerate(part_words):
+                got = [int(np.int8(np.uint8((word >> (8 * i)) & 0xFF))) for i in range(4)]
+                bad += got != list(quants[8 * part + 4 * k:8 * part + 4 * k + 4])
         # mul_mat_vec_q8_0_bi_mma_sb: thread t, mma h, A registers 0 (k = 2t, 2t+1) and 2 (k = 2t+8, 2t+9)
         for t in range(4):
             first = (offset + 2) // 4 + 2 * t
