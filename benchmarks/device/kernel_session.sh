@@ -5,7 +5,7 @@
 # cases with the switch on and off and the verify-batch perf cases of a Qwen3-8B-shaped model,
 # each log in $OUT as soon as it is written.
 #
-#   kernel_session.sh [PERF_REGEX]
+#   kernel_session.sh [PERF_REGEX]   (PERF_TIMEOUT, VARIANT_PERF: below)
 #
 # With WIP_BINARY (an xz-compressed test-backend-ops built elsewhere, e.g. by
 # kernel_local_build.sh: build/wip-test-backend-ops.xz) nothing is built here, and
@@ -52,17 +52,20 @@ for on in 1 0; do
     echo "batch-invariance cases, switch $on, in $(( $(date +%s) - t ))s: $(grep -E 'tests passed' "$OUT/tbo-bi-$on.txt")"
     grep -E 'FAIL' "$OUT/tbo-bi-$on.txt" | head -40 | cut -c1-160
 done
+# PERF_TIMEOUT: seconds for each perf run (test-backend-ops times a case for about a second)
+perf_timeout=${PERF_TIMEOUT:-90}
 for on in 1 0; do
-    GGML_BATCH_INVARIANT=$on timeout 90 ./test-backend-ops perf -b CUDA0 -o MUL_MAT -p "$perf" > "$OUT/perf-$on.txt" 2>&1
+    GGML_BATCH_INVARIANT=$on timeout "$perf_timeout" ./test-backend-ops perf -b CUDA0 -o MUL_MAT -p "$perf" > "$OUT/perf-$on.txt" 2>&1
     echo "perf, switch $on: $(grep -c 'us/run' "$OUT/perf-$on.txt") cases timed"
 done
 # With WIP_VARIANT_BINARY (built like WIP_BINARY, with the variant's diff in kernel_local_build.sh's
-# VARIANT_DIFF; several, separated by spaces), the same perf cases with the switch on, to time each
-# variant against the kernel as it stands.
+# VARIANT_DIFF; several, separated by spaces), the same perf cases with the switch on (or those of
+# VARIANT_PERF, e.g. only the type a variant changes), to time each variant against the kernel as it stands.
 for variant in ${WIP_VARIANT_BINARY:-}; do
     xz -dc "$REPO/$variant" > ./test-backend-ops-variant && chmod +x ./test-backend-ops-variant || exit 1
     log="$OUT/perf-variant-$(basename "$variant" .xz).txt"
-    GGML_BATCH_INVARIANT=1 timeout 90 ./test-backend-ops-variant perf -b CUDA0 -o MUL_MAT -p "$perf" > "$log" 2>&1
+    GGML_BATCH_INVARIANT=1 timeout "$perf_timeout" ./test-backend-ops-variant perf -b CUDA0 -o MUL_MAT -p "${VARIANT_PERF:-$perf}" \
+        > "$log" 2>&1
     echo "perf of $variant, switch 1: $(grep -c 'us/run' "$log") cases timed"
 done
 # With FAULT_DIFF set (a diff against the tree, e.g. benchmarks/faults/*.diff), the tree is
