@@ -22,6 +22,10 @@ Q2_K (q2-k-superblock-order.patch): replays the words each thread reads, the 2-b
 f16 lanes, the scale and minimum of the thread's sub-block and the fused f16 scaling, against dequantize_row_q2_K's
 layout (q8_1 block b = 4n + j: bits 2j of qs bytes 32n..32n + 31, sub-blocks 2b and 2b + 1).
 
+Q3_K (q3-k-superblock-order.patch): a 110-byte block is 2-byte aligned; replays the aligned words and funnel shifts
+both kernels read, the 3-bit weights from qs and hmask (bi_sb_q3_K_weights), the 6-bit scales from the 12 bytes
+(bi_sb_q3_K_scale) and the f16 operand (1024 + q) - 1028, against dequantize_row_q3_K's unpacking.
+
 Exit 1 if anything differs.
 """
 import sys
@@ -189,6 +193,85 @@ def q2_k_mismatches(trials: int, seed: int = 4) -> int:
     return bad
 
 
+def q3_k_reference(block: np.ndarray) -> tuple[list[int], list[int]]:
+    """dequantize_row_q3_K's integer weights (q - 4, before the scale) and its 16 scales minus 32, as ggml unpacks them."""
+    hmask, qs, scale_bytes = block[:32], block[32:96], block[96:108]
+    aux = [int.from_bytes(scale_bytes[4 * i:4 * i + 4].tobytes(), "little") for i in range(3)] + [0]
+    kmask1, kmask2 = 0x03030303, 0x0F0F0F0F
+    tmp = aux[2]
+    aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4)
+    aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4)
+    aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4)
+    aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4)
+    scales = [int(np.int8(np.uint8((aux[i // 4] >> (8 * (i % 4))) & 0xFF))) - 32 for i in range(16)]
+    weights = []
+    for n in range(2):
+        for j in range(4):
+            for l in range(32):
+                low = (int(qs[32 * n + l]) >> (2 * j)) & 3
+                weights.append(low - (0 if int(hmask[l]) & (1 << (4 * n + j)) else 4))
+    return weights, scales
+
+
+def q3_k_mismatches(trials: int, seed: int = 5) -> int:
+    """Both kernels' reads of a 110-byte block at offsets 0 and 2: the aligned words (an index past `words` would be a
+    read past the block's last word), the funnel shifts, bi_sb_q3_K_weights, bi_sb_q3_K_scale and the f16 operand."""
+    rng = np.random.default_rng(seed)
+    bad = 0
+    for _ in range(trials):
+        offset = int(rng.choice([0, 2]))
+        block = rng.integers(0, 256, 110).astype(np.uint8)
+        weights, scales = q3_k_reference(block)
+        memory = np.zeros(offset + 110 + (-(offset + 110)) % 4, dtype=np.uint8)
+        memory[offset:offset + 110] = block
+        words = [int.from_bytes(memory[4 * i:4 * i + 4].tobytes(), "little") for i in range(len(memory) // 4)]
+
+        def load_words(byte: int, n: int) -> list[int]:  # bi_sb_q6_K_half::load_words at block byte `byte`
+            address = offset + byte
+            first, shift = address // 4, 8 * (address & 2)
+            return [funnelshift_r(words[first + i], words[first + i + 1], shift) for i in range(n)]
+
+        pairs = [int(memory[offset + 96 + 2 * i]) | int(memory[offset + 97 + 2 * i]) << 8 for i in range(6)]
+        scale_words = [pairs[2 * i] | pairs[2 * i + 1] << 16 for i in range(3)]
+
+        def scale(sub: int) -> int:  # bi_sb_q3_K_scale
+            low = (scale_words[(sub % 8) // 4] >> (8 * (sub % 4) + 4 * (sub // 8))) & 0x0F
+            high = (scale_words[2] >> (8 * (sub % 4) + 2 * (sub // 4))) & 0x03
+            return (low | high << 4) - 32
+
+        def q3_weights(qs_word: int, hm_word: int, n: int, j: int) -> list[int]:  # bi_sb_q3_K_weights, minus 4
+            q = ((qs_word >> (2 * j)) & 0x03030303) | (((hm_word >> (4 * n + j)) & 0x01010101) << 2)
+            return [((q >> (8 * i)) & 0xFF) - 4 for i in range(4)]
+
+        bad += [scale(sub) for sub in range(16)] != scales
+        # bi_sb_q3_K_half, thread h: qs bytes 32h.., hmask bytes 0..31; sub-block 8h + j, word i: weights
+        # 128h + 32(j/2) + 16(j%2) + 4i..+3
+        for h in range(2):
+            qs, hm = load_words(32 + 32 * h, 8), load_words(0, 8)
+            for j in range(8):
+                for i in range(4):
+                    first = 128 * h + 32 * (j // 2) + 16 * (j % 2) + 4 * i
+                    got = q3_weights(qs[4 * (j % 2) + i], hm[4 * (j % 2) + i], h, j // 2)
+                    bad += got != weights[first:first + 4]
+        # mul_mat_vec_q3_K_bi_mma_sb, thread t: hm[hi] at byte 16hi + 4t, qs[2n + hi] at byte 32 + 32n + 16hi + 4t;
+        # sub-block 2b + hi of q8_1 block b = 4n + j, weights 32b + 16hi + 4t..+3, as (1024 + q) - 1028 in f16
+        for t in range(4):
+            address = offset + 4 * t
+            first, shift = address // 4, 8 * (address & 2)
+            hm = [funnelshift_r(words[first + 4 * i], words[first + 4 * i + 1], shift) for i in range(2)]
+            qs = [funnelshift_r(words[first + 8 + 4 * i], words[first + 8 + 4 * i + 1], shift) for i in range(4)]
+            for b in range(8):
+                n, j = b // 4, b % 4
+                for hi in range(2):
+                    q = ((qs[2 * n + hi] >> (2 * j)) & 0x03030303) | (((hm[hi] >> (4 * n + j)) & 0x01010101) << 2)
+                    for register, selector in ((0, 0x4140), (2, 0x4342)):
+                        bits = byte_perm(q, 0x64, selector)
+                        for lane in range(2):
+                            value = float(np.float16(as_f16((bits >> (16 * lane)) & 0xFFFF) - 1028.0))
+                            bad += value != weights[32 * b + 16 * hi + 4 * t + (register // 2) * 2 + lane]
+    return bad
+
+
 if __name__ == "__main__":
     trials = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
     bad = mismatches(trials)
@@ -199,4 +282,6 @@ if __name__ == "__main__":
     print(f"IQ4_XS: {trials} random blocks: {bad_iq4_xs} values or scales differ from the block's")
     bad_q2_k = q2_k_mismatches(trials)
     print(f"Q2_K: {trials} random blocks: {bad_q2_k} values, scales or sub-blocks differ from the block's")
-    sys.exit(1 if bad or bad_q8_0 or bad_iq4_xs or bad_q2_k else 0)
+    bad_q3_k = q3_k_mismatches(trials)
+    print(f"Q3_K: {trials} random blocks at offsets 0 and 2: {bad_q3_k} values or scales differ from the block's")
+    sys.exit(1 if bad or bad_q8_0 or bad_iq4_xs or bad_q2_k or bad_q3_k else 0)
