@@ -72,7 +72,12 @@ done
 # rebuilt with it applied and the batch-invariance cases run once more, switch on.
 if [ -n "${WIP_FAULT_BINARY:-}" ]; then
     xz -dc "$REPO/$WIP_FAULT_BINARY" > ./test-backend-ops-fault && chmod +x ./test-backend-ops-fault || exit 1
-    GGML_BATCH_INVARIANT=1 timeout "$bi_timeout" ./test-backend-ops-fault -b CUDA0 -o "$bi_ops" > "$OUT/tbo-bi-fault.txt" 2>&1
+    # BI_FAULT_MATCH: the cases the fault run takes (default BI_MATCH's; '.' for all)
+    fault_match=${BI_FAULT_MATCH:-${BI_MATCH:-}}
+    GGML_BATCH_INVARIANT=1 timeout "$bi_timeout" ./test-backend-ops-fault -b CUDA0 -o "$bi_ops" ${fault_match:+-p "$fault_match"} \
+        > "$OUT/tbo-bi-fault.txt" 2>&1
+    echo "fault binary, switch 1: $(grep -E 'tests passed' "$OUT/tbo-bi-fault.txt")"
+    grep -E 'FAIL' "$OUT/tbo-bi-fault.txt" | head -40 | cut -c1-160
 elif [ -n "${FAULT_DIFF:-}" ]; then
     patch -d /tmp/wip/llama.cpp -p1 < "$REPO/$FAULT_DIFF" > "$OUT/fault-patch.txt" 2>&1 || { cat "$OUT/fault-patch.txt"; exit 1; }
     t=$(date +%s)
