@@ -207,9 +207,9 @@ def q3_k_reference(block: np.ndarray) -> tuple[list[int], list[int]]:
     weights = []
     for n in range(2):
         for j in range(4):
-            for l in range(32):
-                low = (int(qs[32 * n + l]) >> (2 * j)) & 3
-                weights.append(low - (0 if int(hmask[l]) & (1 << (4 * n + j)) else 4))
+            for w in range(32):
+                low = (int(qs[32 * n + w]) >> (2 * j)) & 3
+                weights.append(low - (0 if int(hmask[w]) & (1 << (4 * n + j)) else 4))
     return weights, scales
 
 
