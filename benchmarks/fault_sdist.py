@@ -8,18 +8,18 @@ sha256. The name stays the sdist's, since gpu_session.sh finds the unpacked tree
 
     gpu_session.sh build build/fault-sdist/hiraishin_llama-10400.22.tar.gz; install; smoke
 
-Building the stack's wheel and then rebuilding it with a fault (gpu_session.sh fault) costs two builds of
-the patched file (mmvq.cu alone is about 330 s on the H200); a wheel from this sdist costs one (317 s for
-the whole cu13-sm90 wheel). The diffs go into a scratch copy: if one does not apply, nothing is written
-(an earlier output stays as it was) and the error names the diff and what patch said.
+Building the stack's wheel and then rebuilding it with a fault (gpu_session.sh fault) compiles the patched
+file twice (a rebuild with mmvq.cu took 164-166 s on the H200: fault-moe-b7-stock-path-h200-rev17.json,
+device-session-rev20-timings.json) and puts a compiler beside whatever runs meanwhile; a wheel from this
+sdist compiles it once (317 s for the whole cu13-sm90 wheel: device-session-rev22-faults-timings.json).
+The diffs go into a scratch copy: if one does not apply, nothing is written (an earlier output stays as it
+was) and the error names the diff and what patch said.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
-import io
 import json
 import os
 import sys
@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hiraishin_build import proc  # noqa: E402
 from hiraishin_build.errors import HiraishinError  # noqa: E402
+from hiraishin_build.sdist import write_tarball  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,58 +63,34 @@ def _apply(diff: Path, tree: Path) -> None:
                   "was made from (hiraishin patches apply, then git diff in work/llama.cpp)")
 
 
-def _repack(tree_root: Path, top: str, members: list[tarfile.TarInfo], out: Path) -> None:
-    """The tree packed again in the sdist's member order and times, so only the patched files change."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        seen = set()
-        for member in members:
-            path = tree_root / member.name
-            seen.add(member.name)
-            info = tarfile.TarInfo(member.name)
-            info.mode, info.mtime, info.uid, info.gid = member.mode, member.mtime, 0, 0
-            if member.isdir():
-                info.type = tarfile.DIRTYPE
-                tar.addfile(info)
-            elif member.issym():
-                info.type, info.linkname = tarfile.SYMTYPE, member.linkname
-                tar.addfile(info)
-            elif path.exists():
-                data = path.read_bytes()
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-        # a diff that creates a file adds it at the end
-        for path in sorted((tree_root / top).rglob("*")):
-            name = path.relative_to(tree_root).as_posix()
-            if name not in seen and path.is_file():
-                info = tarfile.TarInfo(name)
-                data = path.read_bytes()
-                info.size, info.mode, info.mtime = len(data), 0o644, members[0].mtime
-                tar.addfile(info, io.BytesIO(data))
-    partial = out.with_name(out.name + ".partial")
-    with open(partial, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", filename="", mtime=0) as gz:
-        gz.write(buffer.getvalue())
-    os.replace(partial, out)
+def _tree_files(top_dir: Path) -> list[tuple[str, int, bytes]]:
+    """The unpacked sdist as write_tarball takes it: (name under the top directory, git-style mode, data)."""
+    files = []
+    for path in top_dir.rglob("*"):
+        name = path.relative_to(top_dir).as_posix()
+        if path.is_symlink():
+            files.append((name, 0o120000, os.readlink(path).encode()))
+        elif path.is_file():
+            files.append((name, 0o100755 if path.stat().st_mode & 0o111 else 0o100644, path.read_bytes()))
+    return files
 
 
 def fault_sdist(sdist: Path, diffs: list[Path], out_dir: Path) -> Path:
+    """OUT_DIR/<the sdist's name>: the sdist with `diffs` applied to its llama.cpp, written as `hiraishin sdist`
+    writes one (sdist.write_tarball), so that with no diff it is the same bytes and with one only the files the
+    diff changes differ."""
     if not sdist.is_file():
         raise FaultSdistError(f"no sdist at {sdist}", hint="run `hiraishin sdist` first, or give its path")
-    if not diffs:
-        raise FaultSdistError("no fault diff given", hint="name one or more benchmarks/faults/*.diff")
     for diff in diffs:
         if not diff.is_file():
             raise FaultSdistError(f"no diff at {diff}", hint="the faults are in benchmarks/faults/")
-    with tarfile.open(sdist) as tar:
-        members = tar.getmembers()
-        top = _top_directory(members, sdist)
-        with tempfile.TemporaryDirectory(prefix="hiraishin-fault-sdist-") as scratch:
-            tar.extractall(scratch, filter="data")
-            for diff in diffs:
-                _apply(diff, Path(scratch) / top / "llama.cpp")
-            out_dir.mkdir(parents=True, exist_ok=True)
-            out = out_dir / sdist.name
-            _repack(Path(scratch), top, members, out)
+    with tarfile.open(sdist) as tar, tempfile.TemporaryDirectory(prefix="hiraishin-fault-sdist-") as scratch:
+        top = _top_directory(tar.getmembers(), sdist)
+        tar.extractall(scratch, filter="data")
+        for diff in diffs:
+            _apply(diff, Path(scratch) / top / "llama.cpp")
+        out = out_dir / sdist.name
+        write_tarball(out, top, _tree_files(Path(scratch) / top))
     (out_dir / "faults.json").write_text(json.dumps({
         "sdist": {"name": sdist.name, "sha256": _sha256(sdist)},
         "faults": [{"diff": diff.name, "sha256": _sha256(diff)} for diff in diffs],

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from hiraishin_build.errors import CommandError
+from hiraishin_build.sdist import write_tarball
 
 from ..helpers import load_benchmark
 
@@ -31,22 +32,20 @@ FAULT = """--- a/ggml/src/kernel.cu
 """
 
 
-def make_sdist(path: Path, files: dict[str, str], mtime: int = 1_700_000_000) -> Path:
-    with tarfile.open(path, "w:gz") as tar:
-        for name, text in files.items():
-            info = tarfile.TarInfo(name)
-            data = text.encode()
-            info.size, info.mtime, info.mode = len(data), mtime, 0o644
-            tar.addfile(info, io.BytesIO(data))
+def make_sdist(path: Path, files: dict[str, str]) -> Path:
+    """An sdist as `hiraishin sdist` writes one: files under hiraishin_llama-10400.22/ (TOP), through write_tarball."""
+    write_tarball(path, TOP, [(name, 0o100755 if name.endswith(".sh") else 0o100644, text.encode())
+                              for name, text in files.items()])
     return path
 
 
 @pytest.fixture
 def sdist(tmp_path: Path) -> Path:
     return make_sdist(tmp_path / f"{TOP}.tar.gz", {
-        f"{TOP}/pyproject.toml": "[project]\nname = 'hiraishin-llama'\n",
-        f"{TOP}/llama.cpp/ggml/src/kernel.cu": KERNEL,
-        f"{TOP}/llama.cpp/README.md": "llama.cpp\n",
+        "pyproject.toml": "[project]\nname = 'hiraishin-llama'\n",
+        "llama.cpp/ggml/src/kernel.cu": KERNEL,
+        "llama.cpp/scripts/build.sh": "#!/bin/sh\n",
+        "llama.cpp/README.md": "llama.cpp\n",
     })
 
 
@@ -59,7 +58,7 @@ def fault(tmp_path: Path) -> Path:
 
 def members(path: Path) -> dict[str, tuple[bytes, int]]:
     with tarfile.open(path) as tar:
-        return {m.name: (tar.extractfile(m).read(), m.mtime) for m in tar.getmembers() if m.isfile()}
+        return {m.name: (tar.extractfile(m).read(), m.mode) for m in tar.getmembers() if m.isfile()}
 
 
 def test_the_faulted_sdist_keeps_the_name_and_changes_only_the_patched_file(sdist, fault, tmp_path):
@@ -70,16 +69,17 @@ def test_the_faulted_sdist_keeps_the_name_and_changes_only_the_patched_file(sdis
     changed = {name for name in before if before[name] != after[name]}
     assert changed == {f"{TOP}/llama.cpp/ggml/src/kernel.cu"}
     assert b"n == 5 ? 4 : n" in after[f"{TOP}/llama.cpp/ggml/src/kernel.cu"][0]
-    assert after[f"{TOP}/pyproject.toml"][1] == 1_700_000_000
+    assert after[f"{TOP}/llama.cpp/scripts/build.sh"][1] == 0o755
     record = json.loads((tmp_path / "out" / "faults.json").read_text())
     assert record["faults"][0]["diff"] == "fault-width-b5.diff"
     assert record["sdist"]["name"] == sdist.name
 
 
-def test_the_same_sdist_and_faults_give_the_same_bytes(sdist, fault, tmp_path):
+def test_the_same_sdist_and_faults_give_the_same_bytes_and_no_fault_the_sdist_itself(sdist, fault, tmp_path):
     first = fault_sdist.fault_sdist(sdist, [fault], tmp_path / "a").read_bytes()
     second = fault_sdist.fault_sdist(sdist, [fault], tmp_path / "b").read_bytes()
     assert first == second
+    assert fault_sdist.fault_sdist(sdist, [], tmp_path / "none").read_bytes() == sdist.read_bytes()
 
 
 def test_a_diff_that_does_not_fit_writes_nothing_and_keeps_an_earlier_output(sdist, fault, tmp_path):
@@ -94,10 +94,13 @@ def test_a_diff_that_does_not_fit_writes_nothing_and_keeps_an_earlier_output(sdi
 
 
 def test_bad_input_is_named(sdist, fault, tmp_path, capsys):
-    not_an_sdist = make_sdist(tmp_path / "other.tar.gz", {"a/x": "1", "b/y": "2"})
+    not_an_sdist = tmp_path / "other.tar.gz"
+    with tarfile.open(not_an_sdist, "w:gz") as tar:
+        for name in ("a/x", "b/y"):
+            tar.addfile(tarfile.TarInfo(name), io.BytesIO(b""))
     with pytest.raises(fault_sdist.FaultSdistError, match="2 top-level entries"):
         fault_sdist.fault_sdist(not_an_sdist, [fault], tmp_path / "out")
-    no_tree = make_sdist(tmp_path / "no-tree.tar.gz", {f"{TOP}/pyproject.toml": ""})
+    no_tree = make_sdist(tmp_path / "no-tree.tar.gz", {"pyproject.toml": ""})
     with pytest.raises(fault_sdist.FaultSdistError, match="no hiraishin_llama-10400.22/llama.cpp"):
         fault_sdist.fault_sdist(no_tree, [fault], tmp_path / "out")
     assert fault_sdist.main([str(sdist), str(tmp_path / "missing.diff"), "--out", str(tmp_path / "out")]) == 1
@@ -106,10 +109,11 @@ def test_bad_input_is_named(sdist, fault, tmp_path, capsys):
 
 
 @pytest.mark.skipif(not (REPO / "dist" / f"{TOP}.tar.gz").is_file(), reason="needs dist/ from `hiraishin sdist`")
-def test_the_recorded_faults_fit_the_revision_22_sdist(tmp_path):
+def test_the_revision_22_sdist_comes_back_byte_identical_and_its_recorded_faults_fit(tmp_path):
+    sdist = REPO / "dist" / f"{TOP}.tar.gz"
+    assert fault_sdist.fault_sdist(sdist, [], tmp_path / "none").read_bytes() == sdist.read_bytes()
     faults = REPO / "benchmarks" / "faults"
-    out = fault_sdist.fault_sdist(REPO / "dist" / f"{TOP}.tar.gz",
-                                  [faults / "fault-iq4-xs-b5-stock-path.diff",
-                                   faults / "fault-moe-warp-b7-reversed-butterfly.diff"], tmp_path)
-    mmvq = members(out)[f"{TOP}/llama.cpp/ggml/src/ggml-cuda/mmvq.cu"][0]
-    assert mmvq != members(REPO / "dist" / f"{TOP}.tar.gz")[f"{TOP}/llama.cpp/ggml/src/ggml-cuda/mmvq.cu"][0]
+    out = fault_sdist.fault_sdist(sdist, [faults / "fault-iq4-xs-b5-stock-path.diff",
+                                          faults / "fault-moe-warp-b7-reversed-butterfly.diff"], tmp_path / "faulted")
+    before, after = members(sdist), members(out)
+    assert {name for name in before if before[name] != after[name]} == {f"{TOP}/llama.cpp/ggml/src/ggml-cuda/mmvq.cu"}
