@@ -48,6 +48,12 @@ CONFLICTING_ON_OLDER = [
     "ggml-cuda-batch-invariant-f16-mat-vec-sums-in-float-tq3-1s-u.patch",
     # changes the MUL_MAT_ID lines of mmvq.cu that the MUL_MAT_ID patches above add
     "ggml-cuda-batch-invariant-mul-mat-id-on-a-warp-per-token-and.patch",
+    # change mmvq-bi-mma.cu, which the dry run leaves out there (see above), and the verify-batch perf cases of
+    # test-backend-ops.cpp that the tests patch above adds
+    "ggml-cuda-batch-invariant-q5-k-mat-vec-in-superblock-order.patch",
+    "ggml-cuda-batch-invariant-q2-k-mat-vec-in-superblock-order.patch",
+    "tests-verify-batch-perf-cases-of-iq4-xs-q2-k-q3-k-f16-and-bf.patch",
+    "ggml-cuda-batch-invariant-q3-k-mat-vec-in-superblock-order.patch",
 ]
 REQUIRED_REFS = (PREVIOUS, OLDER)
 
