@@ -2,7 +2,7 @@
 
     python3 benchmarks/tuning/bi_mma_operand_check.py [TRIALS]
 
-Q5_K (q5-k-superblock-order.patch): the m16n8k16 kernel spreads two quant bytes into the low bytes of two f16 lanes (__byte_perm 0x4140 / 0x4342), ORs in
+Q5_K (stack patch 25): the m16n8k16 kernel spreads two quant bytes into the low bytes of two f16 lanes (__byte_perm 0x4140 / 0x4342), ORs in
 the weight's fifth bit (qh) as 16 next to a low nibble or 256 next to a high one, forms 1024 + x by lop3, and scales it
 with one f16 fma: (1024 + q)*sc - 1024*sc, or (1024 + 16*q)*(sc/16) - 64*sc. This replays those operations on random
 blocks (numpy's float16 for the constants, the fma exact in float64 and rounded once) and counts every A value that is
@@ -18,11 +18,11 @@ as one table lookup per nibble), the f16 conversion of the table's int8 values a
 block's first 8 bytes, against dequantize_row_iq4_xs's layout (sub-block s is qs bytes 16s..16s + 15, byte l's low
 nibble weight l and its high nibble weight 16 + l; scale 4 bits of scales_l[s/2], 2 of scales_h, minus 32).
 
-Q2_K (q2-k-superblock-order.patch): replays the words each thread reads, the 2-bit extraction by shift and mask in the
+Q2_K (stack patch 26): replays the words each thread reads, the 2-bit extraction by shift and mask in the
 f16 lanes, the scale and minimum of the thread's sub-block and the fused f16 scaling, against dequantize_row_q2_K's
 layout (q8_1 block b = 4n + j: bits 2j of qs bytes 32n..32n + 31, sub-blocks 2b and 2b + 1).
 
-Q3_K (q3-k-superblock-order.patch): a 110-byte block is 2-byte aligned; replays the aligned words and funnel shifts
+Q3_K (stack patch 28): a 110-byte block is 2-byte aligned; replays the aligned words and funnel shifts
 both kernels read, the 3-bit weights from qs and hmask (bi_sb_q3_K_weights), the 6-bit scales from the 12 bytes
 (bi_sb_q3_K_scale) and the f16 operand (1024 + q) - 1028, against dequantize_row_q3_K's unpacking.
 
