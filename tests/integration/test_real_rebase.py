@@ -54,6 +54,8 @@ CONFLICTING_ON_OLDER = [
     "ggml-cuda-batch-invariant-q2-k-mat-vec-in-superblock-order.patch",
     "tests-verify-batch-perf-cases-of-iq4-xs-q2-k-q3-k-f16-and-bf.patch",
     "ggml-cuda-batch-invariant-q3-k-mat-vec-in-superblock-order.patch",
+    # changes the float dispatch and the fused-mmvf check of ggml-cuda.cu that the MUL_MAT_ID patch above adds
+    "ggml-cuda-batch-invariant-f16-and-bf16-products-on-mmf-at-ev.patch",
 ]
 REQUIRED_REFS = (PREVIOUS, OLDER)
 
