@@ -34,14 +34,26 @@ if [ -f "$dir/diffed-files" ]; then
     xargs -I{} touch "$dir/src/{}" < "$dir/diffed-files"
     rm "$dir/diffed-files"
 fi
+# A file the last diff created is not in the work tree: take it out of the copy, and let CMake glob again
+# (its source lists are globbed once, at configure time).
+reconfigure=0
+if [ -f "$dir/diffed-new-files" ]; then
+    (cd "$dir/src" && xargs -r rm -f < "$dir/diffed-new-files")
+    rm "$dir/diffed-new-files"
+    reconfigure=1
+fi
 diff=${FAULT_DIFF:-${VARIANT_DIFF:-}}
 if [ -n "$diff" ]; then
     # into the copy only: the work tree stays as it is
     patch -d "$dir/src" -p1 < "$repo/$diff"
     sed -n 's|^+++ b/||p' "$repo/$diff" > "$dir/diffed-files"
     xargs -I{} touch "$dir/src/{}" < "$dir/diffed-files"
+    # new files: those whose old side is /dev/null
+    awk '/^--- \/dev\/null/ {new = 1; next} new && /^\+\+\+ b\// {print substr($0, 7)} {new = 0}' "$repo/$diff" \
+        > "$dir/diffed-new-files"
+    [ -s "$dir/diffed-new-files" ] && reconfigure=1
 fi
-if [ ! -f "$dir/b/build.ninja" ]; then
+if [ ! -f "$dir/b/build.ninja" ] || [ "$reconfigure" = 1 ]; then
     cmake -S "$dir/src" -B "$dir/b" -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DGGML_NATIVE=OFF \
         -DGGML_CUDA_FA=OFF -DGGML_CUDA_NO_VMM=ON -DBUILD_SHARED_LIBS=OFF -DGGML_CUDA_NCCL=OFF -DLLAMA_CURL=OFF \
         -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \

@@ -68,6 +68,22 @@ for variant in ${WIP_VARIANT_BINARY:-}; do
         > "$log" 2>&1
     echo "perf of $variant, switch 1: $(grep -c 'us/run' "$log") cases timed"
 done
+# With VARIANT_ENV (settings NAME=VALUE, separated by spaces, that the WIP binary reads to pick a kernel variant
+# built into it), the perf cases of each setting with the switch on, and with VARIANT_ENV_BI its batch-invariance
+# cases too (switch on): one build holds every variant, and each is checked against the others' widths.
+for setting in ${VARIANT_ENV:-}; do
+    tag=$(echo "$setting" | tr -c 'A-Za-z0-9_\n-' '-')
+    if [ -n "${VARIANT_ENV_BI:-}" ]; then
+        t=$(date +%s)
+        env "$setting" GGML_BATCH_INVARIANT=1 timeout "$bi_timeout" ./test-backend-ops -b CUDA0 -o "$bi_ops" \
+            ${BI_MATCH:+-p "$BI_MATCH"} > "$OUT/tbo-bi-$tag.txt" 2>&1
+        echo "batch-invariance cases, $setting, switch 1, in $(( $(date +%s) - t ))s: $(grep -E 'tests passed' "$OUT/tbo-bi-$tag.txt")"
+        grep -E 'FAIL' "$OUT/tbo-bi-$tag.txt" | head -20 | cut -c1-160
+    fi
+    env "$setting" GGML_BATCH_INVARIANT=1 timeout "$perf_timeout" ./test-backend-ops perf -b CUDA0 -o MUL_MAT \
+        -p "${VARIANT_PERF:-$perf}" > "$OUT/perf-env-$tag.txt" 2>&1
+    echo "perf with $setting, switch 1: $(grep -c 'us/run' "$OUT/perf-env-$tag.txt") cases timed"
+done
 # With FAULT_DIFF set (a diff against the tree, e.g. benchmarks/faults/*.diff), the tree is
 # rebuilt with it applied and the batch-invariance cases run once more, switch on.
 if [ -n "${WIP_FAULT_BINARY:-}" ]; then
@@ -87,7 +103,7 @@ elif [ -n "${FAULT_DIFF:-}" ]; then
 fi
 # With NCU_CASE (a test-backend-ops perf filter, e.g. 'type_a=q4_K,type_b=f32,m=4096,n=16,k=12288'),
 # Nsight Compute's warp-state, scheduler and instruction sections for the tensor-core kernels
-# of that product, switch on (benchmarks/ncu_report.py reads the CSV).
+# of that product, switch on (benchmarks/ncu_report.py reads the CSV); NCU_KERNEL: the kernels' name filter.
 if [ -n "${NCU_CASE:-}" ]; then
     NCU=$(command -v ncu || find /opt/nvidia /usr/local/cuda* -name ncu -type f 2>/dev/null | head -1)
     # several products, separated by spaces, each in its own CSV
@@ -95,7 +111,7 @@ if [ -n "${NCU_CASE:-}" ]; then
     for ncu_case in $NCU_CASE; do
         i=$((i + 1))
         GGML_BATCH_INVARIANT=1 timeout 240 "$NCU" --clock-control none --kernel-name-base demangled \
-            --kernel-name 'regex:bi_mma|bi_sb' --launch-skip 2 --launch-count 2 \
+            --kernel-name "${NCU_KERNEL:-regex:bi_mma|bi_sb}" --launch-skip 2 --launch-count 2 \
             --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
             --section SchedulerStats --section InstructionStats --section MemoryWorkloadAnalysis \
             --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' --csv --page details \
