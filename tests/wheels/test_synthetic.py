@@ -129,7 +129,8 @@ def test_vocab_layout_for_the_large_preset() -> None:
 
 
 def test_unknown_preset_lists_valid_presets(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="gpt-oss, qwen2moe, qwen3-8b, qwen3moe, tiny, tiny-gpt-oss, tiny-qwen2moe, tiny-qwen3moe$"):
+    with pytest.raises(ValueError, match="gpt-oss, nemotron-h, qwen2moe, qwen3-8b, qwen35, qwen3moe, tiny, tiny-gpt-oss, "
+                       "tiny-nemotron-h, tiny-qwen2moe, tiny-qwen35, tiny-qwen3moe$"):
         synthetic.make_model("llama-70b", seed=1, n_layer=None, out_path=tmp_path / "x.gguf")
 
 

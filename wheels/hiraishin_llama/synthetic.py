@@ -4,9 +4,11 @@ Measuring batch invariance needs models that drive the same kernels as
 production checkpoints (same matrix shapes, same quantization formats) but
 can be produced anywhere without downloading gigabytes of weights. A model
 written here is a ``qwen3``, ``qwen3moe`` (Qwen3-30B-A3B), ``gpt-oss``
-(gpt-oss-20b) or ``qwen2moe`` (Qwen1.5-MoE-A2.7B: routed experts beside a
-shared expert) GGUF whose bytes are a pure function of (preset, seed,
-n_layer): llama.cpp loads it like any converted checkpoint, and two runs on
+(gpt-oss-20b), ``qwen2moe`` (Qwen1.5-MoE-A2.7B: routed experts beside a
+shared expert), ``qwen35`` (Qwen3.5/3.6 dense: gated delta net layers with
+full attention on every fourth) or ``nemotron_h`` (Nemotron-H: Mamba-2,
+attention and MLP layers) GGUF whose bytes are a pure function of (preset,
+seed, n_layer): llama.cpp loads it like any converted checkpoint, and two runs on
 different machines produce the same file.
 
 The text it generates is meaningless; what matters is that the numerics are
@@ -40,7 +42,21 @@ ARCHITECTURE = "qwen3"
 QWEN3MOE = "qwen3moe"
 GPT_OSS = "gpt-oss"
 QWEN2MOE = "qwen2moe"
-ARCHITECTURES = (ARCHITECTURE, QWEN3MOE, GPT_OSS, QWEN2MOE)
+# Hybrid recurrent architectures (LLM_ARCH_QWEN35 and LLM_ARCH_NEMOTRON_H): recurrent layers, whose
+# state carries over from token to token, between full attention layers.
+QWEN35 = "qwen35"
+NEMOTRON_H = "nemotron_h"
+ARCHITECTURES = (ARCHITECTURE, QWEN3MOE, GPT_OSS, QWEN2MOE, QWEN35, NEMOTRON_H)
+# Architectures whose FFNs are dense.
+_DENSE_ARCHITECTURES = (ARCHITECTURE, QWEN35, NEMOTRON_H)
+_HYBRID_ARCHITECTURES = (QWEN35, NEMOTRON_H)
+
+# Layer kinds of the hybrid architectures, in the notation of Nemotron-H's hybrid_override_pattern:
+# a recurrent layer (Mamba-2 for nemotron_h, a gated delta net for qwen35), full attention, and
+# (nemotron_h only) a layer that is an MLP and nothing else. qwen35 layers all end in an FFN.
+RECURRENT_LAYER = "M"
+ATTENTION_LAYER = "*"
+MLP_LAYER = "-"
 
 QUANTIZER_NAME = "llama-quantize"
 
@@ -68,6 +84,19 @@ class Preset:
     (factor rope_scaling_factor over rope_scaling_orig_ctx positions).
     qwen2moe adds a shared expert of width n_ff_shexp that every token runs,
     weighted by a sigmoid gate of its own, and biases on q, k and v.
+
+    The hybrid architectures describe their recurrent layers with the ssm_*
+    fields, named like llama.cpp's ssm.* keys. qwen35: ssm_n_group key heads
+    and ssm_dt_rank value heads, all ssm_d_state wide (ssm_d_inner =
+    ssm_d_state * ssm_dt_rank), after a causal convolution of width
+    ssm_d_conv; layer i is full attention where (i + 1) is a multiple of
+    full_attention_interval (n_head heads of head_dim, q gated by a second
+    half of attn_q), and rotates rope_dim dimensions of each head in four
+    interleaved M-RoPE rope_sections. nemotron_h: ssm_dt_rank Mamba-2 heads
+    of ssm_d_inner / ssm_dt_rank channels, B and C in ssm_n_group groups of
+    state size ssm_d_state; layer_pattern gives each layer's kind
+    (RECURRENT_LAYER, ATTENTION_LAYER or MLP_LAYER, n_ff wide, relu^2), and
+    a model with more layers than the pattern repeats it. Neither has experts.
     """
 
     name: str
@@ -89,15 +118,25 @@ class Preset:
     rope_scaling_factor: float = 0.0
     rope_scaling_orig_ctx: int = 0
     n_ff_shexp: int = 0
+    ssm_d_conv: int = 0
+    ssm_d_state: int = 0
+    ssm_n_group: int = 0
+    ssm_dt_rank: int = 0
+    ssm_d_inner: int = 0
+    full_attention_interval: int = 0
+    layer_pattern: str = ""
+    # Rotary dimensions of each head; 0 rotates all of head_dim.
+    rope_dim: int = 0
+    rope_sections: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.architecture not in ARCHITECTURES:
             raise ValueError(f"preset {self.name!r}: unknown architecture {self.architecture!r}; "
                              f"valid architectures: {', '.join(ARCHITECTURES)}")
-        if self.architecture == ARCHITECTURE:
+        if self.architecture in _DENSE_ARCHITECTURES:
             if self.n_expert or self.n_expert_used or self.n_ff_exp:
-                raise ValueError(f"preset {self.name!r}: a {ARCHITECTURE} model has no experts; use architecture "
-                                 f"{QWEN3MOE}, {GPT_OSS} or {QWEN2MOE} for a mixture of experts")
+                raise ValueError(f"preset {self.name!r}: a {self.architecture} model has no experts; use "
+                                 f"architecture {QWEN3MOE}, {GPT_OSS} or {QWEN2MOE} for a mixture of experts")
         elif not (0 < self.n_expert_used <= self.n_expert <= _MAX_EXPERTS and self.n_ff_exp > 0):
             raise ValueError(f"preset {self.name!r}: a {self.architecture} model needs 0 < n_expert_used <= "
                              f"n_expert <= {_MAX_EXPERTS} and n_ff_exp > 0, got n_expert={self.n_expert}, "
@@ -115,11 +154,90 @@ class Preset:
         if (self.rope_scaling_factor > 0) != (self.rope_scaling_orig_ctx > 0):
             raise ValueError(f"preset {self.name!r}: YaRN rope scaling needs both rope_scaling_factor and "
                              "rope_scaling_orig_ctx, or neither")
+        if not 0 <= self.rope_dim <= self.head_dim or self.rope_dim % 2:
+            raise ValueError(f"preset {self.name!r}: rope_dim must be even and at most head_dim {self.head_dim} "
+                             f"(0 for all of it), got {self.rope_dim}")
+        self._check_recurrent_layers()
+
+    def _check_recurrent_layers(self) -> None:
+        ssm = {"ssm_d_conv": self.ssm_d_conv, "ssm_d_state": self.ssm_d_state, "ssm_n_group": self.ssm_n_group,
+               "ssm_dt_rank": self.ssm_dt_rank, "ssm_d_inner": self.ssm_d_inner}
+        if self.architecture not in _HYBRID_ARCHITECTURES:
+            extra = [name for name, value in (*ssm.items(), ("full_attention_interval", self.full_attention_interval),
+                                              ("layer_pattern", self.layer_pattern),
+                                              ("rope_sections", self.rope_sections)) if value]
+            if extra:
+                raise ValueError(f"preset {self.name!r}: {', '.join(extra)} describe the recurrent layers of "
+                                 f"{QWEN35} and {NEMOTRON_H}; a {self.architecture} model has none")
+            return
+        if min(ssm.values()) <= 0:
+            raise ValueError(f"preset {self.name!r}: a {self.architecture} model needs positive "
+                             + ", ".join(f"{name}={value}" for name, value in ssm.items()))
+        # Heads share their group's key (qwen35) or B and C (nemotron_h): llama.cpp repeats the
+        # groups over the heads, which needs whole heads per group.
+        if self.ssm_dt_rank % self.ssm_n_group:
+            raise ValueError(f"preset {self.name!r}: ssm_dt_rank {self.ssm_dt_rank} (heads) must be a multiple of "
+                             f"ssm_n_group {self.ssm_n_group}")
+        if self.architecture == QWEN35:
+            self._check_qwen35()
+        else:
+            self._check_nemotron_h()
+
+    def _check_qwen35(self) -> None:
+        # The loader sizes the value heads ssm_d_state wide while the graph takes ssm_d_inner /
+        # ssm_dt_rank, so llama.cpp only computes the model right when the two agree.
+        if self.ssm_d_inner != self.ssm_d_state * self.ssm_dt_rank:
+            raise ValueError(f"preset {self.name!r}: {QWEN35} needs ssm_d_inner == ssm_d_state * ssm_dt_rank "
+                             f"(value heads are ssm_d_state wide), got {self.ssm_d_inner} != "
+                             f"{self.ssm_d_state} * {self.ssm_dt_rank}")
+        # 1 would leave no recurrent layer; llama.cpp takes a missing interval for its default 4.
+        if self.full_attention_interval < 2:
+            raise ValueError(f"preset {self.name!r}: {QWEN35} needs full_attention_interval >= 2 (every "
+                             f"interval-th layer is full attention), got {self.full_attention_interval}")
+        if self.layer_pattern:
+            raise ValueError(f"preset {self.name!r}: {QWEN35} places its attention layers by "
+                             "full_attention_interval; layer_pattern is for " + NEMOTRON_H)
+        # IMROPE rotates pairs of dimensions, each pair in one of the four sections; real
+        # conversions write sections that cover the rotated dimensions exactly.
+        rope_dim = self.rope_dim or self.head_dim
+        if len(self.rope_sections) != 4 or min(self.rope_sections) < 0 or 2 * sum(self.rope_sections) != rope_dim:
+            raise ValueError(f"preset {self.name!r}: {QWEN35} needs 4 non-negative rope_sections summing to "
+                             f"rope_dim / 2 = {rope_dim // 2}, got {self.rope_sections}")
+
+    def _check_nemotron_h(self) -> None:
+        if self.full_attention_interval or self.rope_dim or self.rope_sections:
+            raise ValueError(f"preset {self.name!r}: {NEMOTRON_H} places its layers by layer_pattern and has no "
+                             "rope; leave full_attention_interval, rope_dim and rope_sections unset")
+        kinds = RECURRENT_LAYER + ATTENTION_LAYER + MLP_LAYER
+        if not self.layer_pattern or set(self.layer_pattern) - set(kinds):
+            raise ValueError(f"preset {self.name!r}: {NEMOTRON_H} needs a layer_pattern of {kinds!r} characters "
+                             f"(one per layer: Mamba-2, attention, MLP), got {self.layer_pattern!r}")
+        if len(self.layer_pattern) != self.n_layer:
+            raise ValueError(f"preset {self.name!r}: layer_pattern has {len(self.layer_pattern)} layers, "
+                             f"n_layer is {self.n_layer}")
+        # The Mamba-2 graph splits ssm_d_inner into whole heads and whole norm groups.
+        if self.ssm_d_inner % self.ssm_dt_rank or self.ssm_d_inner % self.ssm_n_group:
+            raise ValueError(f"preset {self.name!r}: ssm_d_inner {self.ssm_d_inner} must be a multiple of "
+                             f"ssm_dt_rank {self.ssm_dt_rank} (heads) and ssm_n_group {self.ssm_n_group}")
+        # llama.cpp tells the layer kinds apart by these two counts alone (both 0: Mamba-2).
+        if ATTENTION_LAYER in self.layer_pattern and self.n_head_kv <= 0:
+            raise ValueError(f"preset {self.name!r}: attention layers need n_head_kv > 0")
+        if MLP_LAYER in self.layer_pattern and self.n_ff <= 0:
+            raise ValueError(f"preset {self.name!r}: MLP layers need n_ff > 0")
 
     @property
     def is_moe(self) -> bool:
         """Whether the FFN is a mixture of experts (architecture qwen3moe, gpt-oss or qwen2moe)."""
         return self.n_expert > 0
+
+    def layer_kinds(self, n_layer: int) -> str:
+        """The kind of each of n_layer layers (RECURRENT_LAYER, ATTENTION_LAYER, MLP_LAYER), one character each."""
+        if self.architecture == QWEN35:
+            return "".join(ATTENTION_LAYER if (layer + 1) % self.full_attention_interval == 0 else RECURRENT_LAYER
+                           for layer in range(n_layer))
+        if self.architecture == NEMOTRON_H:
+            return "".join(self.layer_pattern[layer % len(self.layer_pattern)] for layer in range(n_layer))
+        return ATTENTION_LAYER * n_layer
 
 
 PRESETS: dict[str, Preset] = {
@@ -170,6 +288,36 @@ PRESETS: dict[str, Preset] = {
         Preset(name="tiny-qwen2moe", architecture=QWEN2MOE, n_embd=256, n_head=4, n_head_kv=4, head_dim=64,
                n_ff=512, n_vocab=4096, n_layer=2, context_length=4096,
                n_expert=16, n_expert_used=4, n_ff_exp=256, n_ff_shexp=512),
+        # The 27B dense Qwen3.5/3.6 (llama.cpp's qwen35) as its config.json describes it, with a llama-sized
+        # vocabulary (the real one has 248320 tokens): gated delta nets of 48 value heads over 16 key
+        # heads, all 128 wide, and on every 4th layer full attention with 24 heads of 256 (4 KV heads)
+        # whose q is gated by a second half of attn_q. A quarter of each head rotates (partial_rotary_factor
+        # 0.25: 64 dimensions in the interleaved M-RoPE sections 11, 11, 10 that conversions write).
+        # The sizes stay on CUDA's kernels: GDN heads of 128, 10240 conv channels (a multiple of 128).
+        Preset(name="qwen35", architecture=QWEN35, n_embd=5120, n_head=24, n_head_kv=4, head_dim=256,
+               n_ff=17408, n_vocab=32000, n_layer=64, context_length=262144, rope_freq_base=1e7,
+               rope_dim=64, rope_sections=(11, 11, 10, 0), full_attention_interval=4,
+               ssm_d_conv=4, ssm_d_state=128, ssm_n_group=16, ssm_dt_rank=48, ssm_d_inner=6144),
+        # Nemotron-H-8B-Base-8K as its config.json describes it (hybrid_override_pattern: 24 Mamba-2
+        # layers of 128 heads of 64 with 8 groups of state 128, 4 attention layers of 32 heads of 128
+        # with 8 KV heads, 24 relu^2 MLPs of 21504), with a llama-sized vocabulary (the real one has
+        # 131072 tokens). Mamba-2 state 128 with heads of 64 and 10240 conv channels stay on CUDA's kernels.
+        Preset(name="nemotron-h", architecture=NEMOTRON_H, n_embd=4096, n_head=32, n_head_kv=8, head_dim=128,
+               n_ff=21504, n_vocab=32000, n_layer=52, context_length=8192, rms_norm_eps=1e-5,
+               layer_pattern="M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
+               ssm_d_conv=4, ssm_d_state=128, ssm_n_group=8, ssm_dt_rank=128, ssm_d_inner=8192),
+        # Small hybrids for CPU tests, every row length a multiple of 256. tiny-qwen35: three gated
+        # delta nets (4 value heads over 2 key heads, 128 wide as in the real model) and full attention
+        # as layer 3. tiny-nemotron-h: two Mamba-2 layers (8 heads of 64, 2 groups of state 128), then
+        # attention, whose input already depends on the recurrent states, and MLPs between them.
+        Preset(name="tiny-qwen35", architecture=QWEN35, n_embd=256, n_head=4, n_head_kv=2, head_dim=64,
+               n_ff=768, n_vocab=4096, n_layer=4, context_length=4096, rope_freq_base=1e7,
+               rope_dim=16, rope_sections=(3, 3, 2, 0), full_attention_interval=4,
+               ssm_d_conv=4, ssm_d_state=128, ssm_n_group=2, ssm_dt_rank=4, ssm_d_inner=512),
+        Preset(name="tiny-nemotron-h", architecture=NEMOTRON_H, n_embd=256, n_head=4, n_head_kv=2, head_dim=64,
+               n_ff=768, n_vocab=4096, n_layer=5, context_length=4096, rms_norm_eps=1e-5,
+               layer_pattern="M-M*-",
+               ssm_d_conv=4, ssm_d_state=128, ssm_n_group=2, ssm_dt_rank=8, ssm_d_inner=512),
     )
 }
 
@@ -195,6 +343,18 @@ BIAS_STD = 0.1
 # the softmax, which have about unit scale (q and k are unit-scale, divided by
 # sqrt(head_dim)).
 SINK_STD = 1.0
+
+# Recurrent layers decay their state by exp(dt * a) per token, dt = softplus(x @ w + dt_bias) > 0, so
+# a must be negative (conversions store -exp(A_log)). Mamba-2's own initialization: a uniform in
+# [-16, -1], and dt_bias the inverse softplus of a time step in [0.001, 0.1] (about log(dt)), which
+# keeps decays near 1 and the state long-lived.
+MAMBA2_A_RANGE = (-16.0, -1.0)
+MAMBA2_DT_BIAS_RANGE = (-6.9, -2.25)
+# The gated delta net's gate is softplus(alpha + dt_bias) * a with alpha of unit scale; these give
+# per-token decays between about 0.5 and 0.99, so that the state neither vanishes within a few
+# tokens nor never forgets.
+GDN_A_RANGE = (-1.0, -0.02)
+GDN_DT_BIAS_RANGE = (-1.0, 1.0)
 
 # Normal draws are generated in chunks of this many values to bound peak memory
 # on the large presets. The chunking is part of the byte-exact output, so it
@@ -299,11 +459,15 @@ class _TensorSpec:
     name: str
     # numpy order (slowest dimension first), i.e. the reverse of ggml's ne[].
     shape: tuple[int, ...]
-    # Standard deviation of the normal draw; None for norm weights, which are all ones.
+    # Standard deviation of the normal draw; None for norm weights, which are all ones,
+    # and for uniform draws.
     std: float | None
-    # Kept in F32 in F16 models, as conversions keep routers, biases and sinks
-    # (llama-quantize then keeps them too).
+    # Kept in F32 in F16 models, as conversions keep routers, biases, sinks and the
+    # recurrent layers' convolution kernels (llama-quantize then keeps them too).
     f32: bool = False
+    # Drawn uniformly from [low, high) instead (std None, F32): the recurrent layers'
+    # decay rates and time-step biases, which need one sign or a range, not a spread about zero.
+    uniform: tuple[float, float] | None = None
 
     @property
     def dtype(self) -> type[np.floating]:
@@ -366,9 +530,14 @@ def _tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
     """Every tensor llama.cpp's loader for the preset's architecture requires, with its initialization scale.
 
     Projections use std 1/sqrt(fan_in) so each matmul preserves the activation
-    scale; the two projections that write into the residual stream are further
-    scaled by 1/sqrt(2 * n_layer) so the stream grows slowly with depth.
+    scale; the projections that write into the residual stream (two per layer,
+    one per nemotron_h layer) are further scaled by 1/sqrt(the number of
+    residual writes, 2 * n_layer or n_layer) so the stream grows slowly with depth.
     """
+    if preset.architecture == QWEN35:
+        return _qwen35_tensor_specs(preset, n_layer)
+    if preset.architecture == NEMOTRON_H:
+        return _nemotron_h_tensor_specs(preset, n_layer)
     if preset.architecture == QWEN3MOE:
         return _qwen3moe_tensor_specs(preset, n_layer)
     if preset.architecture == GPT_OSS:
@@ -500,6 +669,99 @@ def _gpt_oss_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
     return specs + _output_specs(preset)
 
 
+def _qwen35_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
+    """qwen35 (llama_model_qwen35::load_arch_tensors): gated delta nets and, every full_attention_interval-th
+    layer, gated full attention, each followed by a dense SwiGLU FFN behind post_attention_norm."""
+    n_embd, head_dim = preset.n_embd, preset.head_dim
+    n_q, n_kv = preset.n_head * head_dim, preset.n_head_kv * head_dim
+    key_dim = preset.ssm_d_state * preset.ssm_n_group
+    value_dim = preset.ssm_d_inner
+    # The convolution runs over q, k and v together, as attn_qkv produces them.
+    conv_dim = 2 * key_dim + value_dim
+    residual_scale = 1.0 / np.sqrt(2.0 * n_layer)
+
+    specs = [_TensorSpec("token_embd.weight", (preset.n_vocab, n_embd), 1.0)]
+    for layer, kind in enumerate(preset.layer_kinds(n_layer)):
+        blk = f"blk.{layer}"
+        specs += [
+            _TensorSpec(f"{blk}.attn_norm.weight", (n_embd,), None),
+            _TensorSpec(f"{blk}.post_attention_norm.weight", (n_embd,), None),
+        ]
+        if kind == ATTENTION_LAYER:
+            specs += [
+                # Each head's query and then its output gate (a sigmoid on the attention's output).
+                _TensorSpec(f"{blk}.attn_q.weight", (2 * n_q, n_embd), 1.0 / np.sqrt(n_embd)),
+                _TensorSpec(f"{blk}.attn_k.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
+                _TensorSpec(f"{blk}.attn_v.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
+                _TensorSpec(f"{blk}.attn_q_norm.weight", (head_dim,), None),
+                _TensorSpec(f"{blk}.attn_k_norm.weight", (head_dim,), None),
+                _TensorSpec(f"{blk}.attn_output.weight", (n_embd, n_q), residual_scale / np.sqrt(n_q)),
+            ]
+        else:
+            n_heads = preset.ssm_dt_rank
+            specs += [
+                _TensorSpec(f"{blk}.attn_qkv.weight", (conv_dim, n_embd), 1.0 / np.sqrt(n_embd)),
+                # z, which gates the normed output through a SiLU
+                _TensorSpec(f"{blk}.attn_gate.weight", (value_dim, n_embd), 1.0 / np.sqrt(n_embd)),
+                # depthwise: each channel sums ssm_d_conv taps
+                _TensorSpec(f"{blk}.ssm_conv1d.weight", (conv_dim, preset.ssm_d_conv),
+                            1.0 / np.sqrt(preset.ssm_d_conv), f32=True),
+                _TensorSpec(f"{blk}.ssm_dt.bias", (n_heads,), None, uniform=GDN_DT_BIAS_RANGE),
+                _TensorSpec(f"{blk}.ssm_a", (n_heads,), None, uniform=GDN_A_RANGE),
+                # one logit per value head: beta (the delta rule's write strength) and alpha (the decay)
+                _TensorSpec(f"{blk}.ssm_beta.weight", (n_heads, n_embd), 1.0 / np.sqrt(n_embd)),
+                _TensorSpec(f"{blk}.ssm_alpha.weight", (n_heads, n_embd), 1.0 / np.sqrt(n_embd)),
+                _TensorSpec(f"{blk}.ssm_norm.weight", (preset.ssm_d_state,), None),
+                _TensorSpec(f"{blk}.ssm_out.weight", (n_embd, value_dim), residual_scale / np.sqrt(value_dim)),
+            ]
+        specs += [
+            _TensorSpec(f"{blk}.ffn_gate.weight", (preset.n_ff, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.ffn_up.weight", (preset.n_ff, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.ffn_down.weight", (n_embd, preset.n_ff), residual_scale / np.sqrt(preset.n_ff)),
+        ]
+    return specs + _output_specs(preset)
+
+
+def _nemotron_h_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
+    """nemotron_h (llama_model_nemotron_h::load_arch_tensors): each layer one norm and one of a Mamba-2
+    mixer, attention without rope, biases or q/k norms, or an MLP of up and down projections."""
+    n_embd, d_inner, n_heads = preset.n_embd, preset.ssm_d_inner, preset.ssm_dt_rank
+    bc_dim = 2 * preset.ssm_n_group * preset.ssm_d_state
+    n_q = preset.n_head * preset.head_dim
+    # One residual write per layer.
+    residual_scale = 1.0 / np.sqrt(n_layer)
+
+    specs = [_TensorSpec("token_embd.weight", (preset.n_vocab, n_embd), 1.0)]
+    for layer, kind in enumerate(preset.layer_kinds(n_layer)):
+        blk = f"blk.{layer}"
+        if kind == ATTENTION_LAYER:
+            specs += _qkv_specs(preset, blk, biases=False)
+            specs.append(_TensorSpec(f"{blk}.attn_output.weight", (n_embd, n_q), residual_scale / np.sqrt(n_q)))
+            continue
+        specs.append(_TensorSpec(f"{blk}.attn_norm.weight", (n_embd,), None))
+        if kind == MLP_LAYER:
+            specs += [
+                _TensorSpec(f"{blk}.ffn_up.weight", (preset.n_ff, n_embd), 1.0 / np.sqrt(n_embd)),
+                _TensorSpec(f"{blk}.ffn_down.weight", (n_embd, preset.n_ff), residual_scale / np.sqrt(preset.n_ff)),
+            ]
+            continue
+        specs += [
+            # z (the output gate), then x, B and C (convolved together), then one dt per head
+            _TensorSpec(f"{blk}.ssm_in.weight", (2 * d_inner + bc_dim + n_heads, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.ssm_conv1d.weight", (d_inner + bc_dim, preset.ssm_d_conv),
+                        1.0 / np.sqrt(preset.ssm_d_conv), f32=True),
+            _TensorSpec(f"{blk}.ssm_conv1d.bias", (d_inner + bc_dim,), BIAS_STD, f32=True),
+            _TensorSpec(f"{blk}.ssm_dt.bias", (n_heads,), None, uniform=MAMBA2_DT_BIAS_RANGE),
+            _TensorSpec(f"{blk}.ssm_a", (n_heads, 1), None, uniform=MAMBA2_A_RANGE),
+            # the skip connection D * x, 1 as Mamba-2 initializes it
+            _TensorSpec(f"{blk}.ssm_d", (n_heads, 1), None),
+            # RMS-normed in groups, after the gate
+            _TensorSpec(f"{blk}.ssm_norm.weight", (preset.ssm_n_group, d_inner // preset.ssm_n_group), None),
+            _TensorSpec(f"{blk}.ssm_out.weight", (n_embd, d_inner), residual_scale / np.sqrt(d_inner)),
+        ]
+    return specs + _output_specs(preset)
+
+
 def _tensor_rng(seed: int, tensor_name: str) -> np.random.Generator:
     # Each tensor gets its own stream keyed by its name, so its draws do not
     # depend on the order tensors are written in or on how many layers come
@@ -510,6 +772,10 @@ def _tensor_rng(seed: int, tensor_name: str) -> np.random.Generator:
 
 
 def _materialize(spec: _TensorSpec, seed: int) -> np.ndarray:
+    if spec.uniform is not None:
+        # Per-head vectors, small enough to draw in one go.
+        low, high = spec.uniform
+        return _tensor_rng(seed, spec.name).uniform(low, high, size=spec.shape).astype(np.float32)
     if spec.std is None:
         return np.ones(spec.shape, dtype=np.float32)
     rng = _tensor_rng(seed, spec.name)
@@ -531,14 +797,34 @@ def _add_metadata(writer: gguf.GGUFWriter, preset: Preset, seed: int, n_layer: i
     writer.add_context_length(preset.context_length)
     writer.add_embedding_length(preset.n_embd)
     writer.add_block_count(n_layer)
-    writer.add_feed_forward_length(preset.n_ff)
     writer.add_head_count(preset.n_head)
-    writer.add_head_count_kv(preset.n_head_kv)
+    if preset.architecture == NEMOTRON_H:
+        # Per-layer arrays, as conversions write them: llama.cpp takes a layer with neither an FFN
+        # nor KV heads for Mamba-2, one with KV heads and no FFN for attention, one with an FFN for an MLP.
+        kinds = preset.layer_kinds(n_layer)
+        writer.add_feed_forward_length([preset.n_ff if kind == MLP_LAYER else 0 for kind in kinds])
+        writer.add_head_count_kv([preset.n_head_kv if kind == ATTENTION_LAYER else 0 for kind in kinds])
+    else:
+        writer.add_feed_forward_length(preset.n_ff)
+        writer.add_head_count_kv(preset.n_head_kv)
     writer.add_key_length(preset.head_dim)
     writer.add_value_length(preset.head_dim)
-    writer.add_rope_dimension_count(preset.head_dim)
-    writer.add_rope_freq_base(preset.rope_freq_base)
+    # nemotron_h has no rope.
+    if preset.architecture != NEMOTRON_H:
+        writer.add_rope_dimension_count(preset.rope_dim or preset.head_dim)
+        writer.add_rope_freq_base(preset.rope_freq_base)
+    if preset.rope_sections:
+        writer.add_rope_dimension_sections(list(preset.rope_sections))
     writer.add_layer_norm_rms_eps(preset.rms_norm_eps)
+    if preset.architecture in _HYBRID_ARCHITECTURES:
+        writer.add_ssm_conv_kernel(preset.ssm_d_conv)
+        writer.add_ssm_inner_size(preset.ssm_d_inner)
+        writer.add_ssm_state_size(preset.ssm_d_state)
+        writer.add_ssm_time_step_rank(preset.ssm_dt_rank)
+        writer.add_ssm_group_count(preset.ssm_n_group)
+    if preset.full_attention_interval:
+        # Spelled out: gguf releases before qwen3next's have no add_full_attention_interval.
+        writer.add_uint32(f"{preset.architecture}.full_attention_interval", preset.full_attention_interval)
     if preset.is_moe:
         writer.add_expert_count(preset.n_expert)
         writer.add_expert_used_count(preset.n_expert_used)
@@ -892,6 +1178,12 @@ def describe_preset(preset: str | Preset) -> str:
         text += f", n_ff {preset.n_ff}"
     if preset.sliding_window:
         text += f", window {preset.sliding_window} on every other layer"
+    if preset.architecture == QWEN35:
+        text += (f", gated delta nets of {preset.ssm_dt_rank}/{preset.ssm_n_group} value/key heads of "
+                 f"{preset.ssm_d_state}, full attention every {preset.full_attention_interval} layers")
+    elif preset.architecture == NEMOTRON_H:
+        text += (f", Mamba-2 of {preset.ssm_dt_rank} heads of {preset.ssm_d_inner // preset.ssm_dt_rank} "
+                 f"({preset.ssm_n_group} groups, state {preset.ssm_d_state}), layers {preset.layer_pattern}")
     return text + f", vocab {preset.n_vocab}"
 
 
@@ -904,7 +1196,7 @@ def _presets_table() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m hiraishin_llama.synthetic",
-        description="Write a deterministic synthetic GGUF model (qwen3, qwen3moe or gpt-oss), optionally quantized.",
+        description=f"Write a deterministic synthetic GGUF model ({', '.join(ARCHITECTURES)}), optionally quantized.",
         epilog=_presets_table(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="tiny", help=f"model shape: {', '.join(sorted(PRESETS))} (default: tiny)")
     parser.add_argument("--seed", type=int, default=1, help="weight seed (default: 1)")
