@@ -211,9 +211,9 @@ def run(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple
     return code, captured.out, captured.err, json.loads(report.read_text()) if report.is_file() else None
 
 
-def test_the_default_cuda_run_ends_with_the_moe_cases(on_cuda: Path, made_models: list, tmp_path: Path,
+def test_the_default_cuda_run_has_the_moe_cases_after_the_dense_ones(on_cuda: Path, made_models: list, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err, report = run(tmp_path, capsys, "--kv", "f16", "--quants", "Q4_K_M", "--batches", "2")
+    code, out, err, report = run(tmp_path, capsys, "--no-hybrid", "--kv", "f16", "--quants", "Q4_K_M", "--batches", "2")
     assert code == 0, out + err
     assert made_models == [("qwen3-8b", 4, ("Q4_K_M",)), ("qwen3moe", 2, ("Q4_K_M",)), ("gpt-oss", 2, ("MXFP4_MOE",))]
     running = [line for line in out.splitlines() if line.startswith("running")]
@@ -239,7 +239,7 @@ def test_the_default_cuda_run_ends_with_the_moe_cases(on_cuda: Path, made_models
 
 def test_no_moe_leaves_them_out(on_cuda: Path, made_models: list, tmp_path: Path,
                                 capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err, report = run(tmp_path, capsys, "--kv", "f16", "--quants", "Q4_K_M", "--batches", "2", "--no-moe")
+    code, out, err, report = run(tmp_path, capsys, "--no-hybrid", "--kv", "f16", "--quants", "Q4_K_M", "--batches", "2", "--no-moe")
     assert code == 0, out + err
     assert made_models == [("qwen3-8b", 4, ("Q4_K_M",))]
     assert report["moe"]["cases"] == 0 and not any(c["moe"] for c in report["cases"])
@@ -247,7 +247,7 @@ def test_no_moe_leaves_them_out(on_cuda: Path, made_models: list, tmp_path: Path
 
 def test_the_cpu_run_has_one_qwen3moe_layer(stand_in: Path, made_models: list, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err, report = run(tmp_path, capsys, "--batches", "2")
+    code, out, err, report = run(tmp_path, capsys, "--no-hybrid", "--batches", "2")
     assert code == 0, out + err
     assert made_models == [("qwen3-8b", 1, ("Q4_K_M",)), ("qwen3moe", 1, ("Q4_K_M",))]
     assert [c["name"] for c in report["cases"]][2:] == ["qwen3moe Q4_K_M kv=f16 switch on",
@@ -260,7 +260,7 @@ def test_a_moe_preset_makes_the_quants_cases_moe_cases(on_cuda: Path, made_model
     # Until synthetic.py has its MoE presets, one stands in (the interface: a Preset with n_expert > 0).
     monkeypatch.setitem(synthetic.PRESETS, "qwen3moe", synthetic.PRESETS["tiny"])
     monkeypatch.setattr(smoke, "preset_is_moe", lambda preset: preset == "qwen3moe")
-    code, out, err, report = run(tmp_path, capsys, "--preset", "qwen3moe", "--n-layer", "2", "--quants", "Q4_K_M",
+    code, out, err, report = run(tmp_path, capsys, "--no-hybrid", "--preset", "qwen3moe", "--n-layer", "2", "--quants", "Q4_K_M",
                                  "--kv", "f16", "--batches", "2", "--partial-offload", "0")
     assert code == 0, out + err
     # The default MoE cases would be the same models under the same names: the chosen ones stand for them.
@@ -353,7 +353,7 @@ def test_the_synthetic_moe_presets_are_moe_when_they_exist() -> None:
 def test_the_default_cuda_run_has_a_model_of_each_common_weight_type(on_cuda: Path, made_models: list,
                                                                     tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err, report = run(tmp_path, capsys, "--kv", "f16", "--batches", "2", "--no-moe")
+    code, out, err, report = run(tmp_path, capsys, "--no-hybrid", "--kv", "f16", "--batches", "2", "--no-moe")
     assert code == 0, out + err
     # made with the main models, from the same F16 model
     assert made_models == [("qwen3-8b", 4, ("Q4_K_M", "Q6_K", "Q8_0", "Q5_K_M", "IQ4_XS", "BF16"))]
@@ -384,12 +384,12 @@ def test_type_cases_are_judged_only_where_the_build_claims_the_backend(monkeypat
 
 def test_no_types_and_quants_leave_them_out(on_cuda: Path, made_models: list, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err, report = run(tmp_path, capsys, "--kv", "f16", "--batches", "2", "--no-moe", "--no-types")
+    code, out, err, report = run(tmp_path, capsys, "--no-hybrid", "--kv", "f16", "--batches", "2", "--no-moe", "--no-types")
     assert code == 0, out + err
     assert made_models == [("qwen3-8b", 4, ("Q4_K_M", "Q6_K"))]
     assert report["types"] == {"quants": [], "cases": 0, "seconds": 0, "model_seconds": 0}
     made_models.clear()
-    code, out, err, report = run(tmp_path, capsys, "--kv", "f16", "--batches", "2", "--no-moe", "--quants", "Q6_K")
+    code, out, err, report = run(tmp_path, capsys, "--no-hybrid", "--kv", "f16", "--batches", "2", "--no-moe", "--quants", "Q6_K")
     assert code == 0 and made_models == [("qwen3-8b", 4, ("Q6_K",))]
 
 
@@ -406,6 +406,6 @@ def test_types_with_quants_or_a_model_is_refused(on_cuda: Path, made_models: lis
 
 def test_the_cpu_run_has_no_type_cases(stand_in: Path, made_models: list, tmp_path: Path,
                                        capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err, report = run(tmp_path, capsys, "--batches", "2", "--no-moe")
+    code, out, err, report = run(tmp_path, capsys, "--no-hybrid", "--batches", "2", "--no-moe")
     assert code == 0, out + err
     assert made_models == [("qwen3-8b", 1, ("Q4_K_M",))] and report["types"]["cases"] == 0

@@ -157,10 +157,20 @@ class ModelKind:
     """Experts per layer ({architecture}.expert_count); 0 for a dense model."""
     n_expert_used: int
     """Experts each token uses ({architecture}.expert_used_count); 0 for a dense model."""
+    recurrent: bool = False
+    """It has recurrent layers (state-space, gated delta net, short convolution or RWKV keys in its metadata)."""
 
     @property
     def is_moe(self) -> bool:
         return self.n_expert > 0
+
+    @property
+    def is_hybrid(self) -> bool:
+        return self.recurrent
+
+
+# Metadata keys of recurrent layers, after "{architecture}": llama.cpp's ssm.*, shortconv.* and wkv.* keys.
+RECURRENT_KEY_MARKERS = (".ssm.", ".shortconv.", ".wkv.")
 
 
 def _field_value(field: object) -> str | int:
@@ -185,4 +195,6 @@ def model_kind(path: Path) -> ModelKind | None:
         n_expert, n_expert_used = (int(_field_value(field)) if field is not None else 0 for field in counts)
     except (OSError, ValueError, KeyError, IndexError, TypeError):
         return None
-    return ModelKind(architecture, n_expert, n_expert_used)
+    recurrent = any(key.startswith(architecture) and any(marker in key[len(architecture):] for marker in RECURRENT_KEY_MARKERS)
+                    for key in fields)
+    return ModelKind(architecture, n_expert, n_expert_used, recurrent)

@@ -19,6 +19,17 @@ exact_moe_backends; elsewhere the MoE cases are reported, not judged. The
 experts=CPU cases need a claim of their own (exact_moe_experts_on_cpu_backends,
 none yet). A --model that is a mixture-of-experts model is tested the same way.
 
+The default run also has hybrid models with recurrent layers (--no-hybrid
+leaves them out), a control each, KV f16, 200 generated tokens: on CUDA
+qwen35 Q4_K_M (Qwen3.5/3.6 27B shapes: gated delta nets, full attention in
+the fourth layer; 4 layers) and nemotron-h Q4_K_M (Nemotron-H-8B shapes:
+Mamba-2, MLP and attention layers in its real pattern; 8 layers); on the CPU
+tiny-qwen35 and tiny-nemotron-h Q4_K_M. A build claims hybrid models exact
+on a backend only where its build info lists the backend under
+exact_hybrid_backends (none yet: the rejected-draft path, which restores a
+recurrent state from a checkpoint, is not proven); elsewhere they are
+reported, not judged. A --model with recurrent layers is tested the same way.
+
 On CUDA the default run also has a model of each of the weight types users
 pick most beside Q4_K_M and Q6_K (--no-types leaves them out): Q8_0, Q5_K_M,
 IQ4_XS and BF16, the dense preset at its layer count, KV f16, switch on and
@@ -74,6 +85,10 @@ CPU_CONTROL_EARLY_BATCH = 4
 # per layer, and with the experts on the CPU they run at CPU speed; 200 tokens after the 64-token prompt
 # still cross KV cell 256, where verify batches are cut, so the cut is tested as in the dense cases.
 MOE_N_GEN = 200
+# Tokens generated in the hybrid cases: as many as the MoE cases, for the same reason (200 after the 64-token
+# prompt cross KV cell 256); a recurrent layer's state carries every earlier token, so a difference there
+# stays in every later position.
+HYBRID_N_GEN = 200
 
 
 @dataclass(frozen=True)
@@ -107,6 +122,25 @@ MOE_MODELS: dict[str, tuple[MoeModel, ...]] = {
 # switch on and its control. Chosen from what users run (the K-quant mixes, the IQ4 family, a float type), each
 # reaching other kernels than Q4_K_M and Q6_K: Q8_0 and Q5_K their tensor-core kernels, IQ4_XS the mat-vec kernel
 # at every width, BF16 the float vector kernel.
+@dataclass(frozen=True)
+class HybridModel:
+    """A synthetic hybrid model (recurrent layers between attention layers) of the default run."""
+
+    preset: str
+    quant: str
+    n_layer: int
+    """Enough layers for every kind the preset has: qwen35's fourth is its first full-attention layer;
+    nemotron-h's pattern reaches attention at its eighth (M-M-M-M*)."""
+
+
+HYBRID_MODELS: dict[str, tuple[HybridModel, ...]] = {
+    "cuda": (HybridModel("qwen35", "Q4_K_M", n_layer=4), HybridModel("nemotron-h", "Q4_K_M", n_layer=8)),
+    # Row lengths of 256 and the real head sizes (GDN heads of 128, Mamba-2 state 128): the CPU's recurrent
+    # kernels loop over heads and states, so the tiny presets reach the same code at a small cost.
+    "cpu": (HybridModel("tiny-qwen35", "Q4_K_M", n_layer=4), HybridModel("tiny-nemotron-h", "Q4_K_M", n_layer=5)),
+}
+
+
 TYPE_QUANTS: dict[str, tuple[str, ...]] = {"cuda": ("Q8_0", "Q5_K_M", "IQ4_XS", "BF16"), "cpu": ()}
 
 
@@ -133,6 +167,8 @@ class Case:
     """A mixture-of-experts model: judged only where the build claims MoE models exact."""
     experts_on_cpu: bool = False
     """The expert tensors on the CPU, the rest on the GPU (hiraishin-replay --cpu-moe)."""
+    hybrid: bool = False
+    """A model with recurrent layers: judged only where the build claims hybrid models exact."""
 
     @property
     def model(self) -> str:
@@ -173,6 +209,13 @@ def exact_moe_backends() -> set[str]:
     return exact_backends() & set(runtime.build_info().get("exact_moe_backends", []))
 
 
+def exact_hybrid_backends() -> set[str]:
+    """The backends this wheel holds to "identical" for models with recurrent layers (gated delta nets,
+    Mamba-2): those of exact_backends() that its build info also lists under exact_hybrid_backends; on any other
+    backend the hybrid cases are reported, not judged."""
+    return exact_backends() & set(runtime.build_info().get("exact_hybrid_backends", []))
+
+
 def exact_experts_on_cpu_backends() -> set[str]:
     """The GPU backends whose MoE models stay exact with their experts on the CPU (--cpu-moe): those of
     exact_moe_backends() that stack.json also lists under exact_moe_experts_on_cpu_backends. Revisions 15 and
@@ -184,13 +227,16 @@ def exact_experts_on_cpu_backends() -> set[str]:
 
 def default_cases(backend: str, quants: list[str], kv_types: list[str], gpu_layers: int | None = None, *,
                   moe: bool = False, preset: str | None = None, n_gen: int | None = None,
-                  experts_on_cpu_case: bool = True) -> list[Case]:
+                  experts_on_cpu_case: bool = True, hybrid: bool = False) -> list[Case]:
     """The cases of one set of models (``quants``, or one --model): each KV type with the switch on, one
     control per model. With ``gpu_layers``, on CUDA, one more with the model split between GPU and CPU;
     for a mixture-of-experts model (``moe``), on CUDA and unless ``experts_on_cpu_case`` is false, one more
-    with its experts on the CPU, and its control. ``preset`` names a synthetic MoE model in the cases,
-    ``n_gen`` shortens them."""
+    with its experts on the CPU, and its control. ``preset`` names a synthetic MoE or hybrid model in the
+    cases, ``n_gen`` shortens them. A ``hybrid`` model (recurrent layers) is judged where the build claims
+    hybrids exact, and where it also has experts, only where it claims MoE models exact too."""
     claimed = backend in (exact_moe_backends() if moe else exact_backends())
+    if hybrid:
+        claimed = claimed and backend in exact_hybrid_backends()
     on, off = ("identical", "differ") if claimed else ("none", "none")
     split_on, split_off = ("identical", "differ") if backend in exact_experts_on_cpu_backends() else ("none", "none")
 
@@ -198,7 +244,7 @@ def default_cases(backend: str, quants: list[str], kv_types: list[str], gpu_laye
              case_n_gen: int | None = n_gen) -> Case:
         expect = (split_on if switch else split_off) if experts_on_cpu else (on if switch else off)
         return Case(quant, kv, switch, expect, gpu_layers=gpu_layers, n_gen=case_n_gen,
-                    preset=preset, moe=moe, experts_on_cpu=experts_on_cpu)
+                    preset=preset, moe=moe, experts_on_cpu=experts_on_cpu, hybrid=hybrid)
 
     cases = [case(q, kv, True) for q in quants for kv in kv_types]
     # Partial offload, as large models are run: the CPU runs the first layers, and the scheduler may move
@@ -230,6 +276,18 @@ def moe_cases(backend: str) -> list[Case]:
     return [case for model in MOE_MODELS[backend]
             for case in default_cases(backend, [model.quant], list(model.kv_types), moe=True, preset=model.preset,
                                       n_gen=MOE_N_GEN, experts_on_cpu_case=model.experts_on_cpu_case)]
+
+
+def hybrid_cases(backend: str) -> list[Case]:
+    """The default run's hybrid cases (HYBRID_MODELS), after the mixture-of-experts ones."""
+    return [case for model in HYBRID_MODELS[backend]
+            for case in default_cases(backend, [model.quant], ["f16"], preset=model.preset, n_gen=HYBRID_N_GEN,
+                                      hybrid=True)]
+
+
+def preset_is_hybrid(preset: str) -> bool:
+    """Whether a synthetic preset has recurrent layers (gated delta nets or Mamba-2)."""
+    return synthetic.get_preset(preset).architecture in synthetic.HYBRID_ARCHITECTURES
 
 
 def preset_is_moe(preset: str) -> bool:
@@ -422,6 +480,9 @@ def render_table(results: list[CaseResult], batches: list[int]) -> str:
     if any(result.case.experts_on_cpu and result.case.expect == "none" for result in results):
         lines.append("experts=CPU cases are reported, not judged: this build does not claim MoE models exact with "
                      "their experts on the CPU (its build info lists no exact_moe_experts_on_cpu_backends for it)")
+    if any(result.case.hybrid and result.case.expect == "none" for result in results):
+        lines.append("hybrid cases are reported, not judged: this build does not claim models with recurrent layers "
+                     "exact on this backend (its build info lists no exact_hybrid_backends for it)")
     return "\n".join(lines)
 
 
@@ -466,7 +527,7 @@ def model_problem(path: Path) -> str | None:
 # Options of the synthetic models only: with --model they would be ignored, so they are refused.
 # (--work-dir is let through: a wrapper that always names its cache directory must still run --model.)
 SYNTHETIC_ONLY = (("quants", "--quants"), ("preset", "--preset"), ("n_layer", "--n-layer"), ("seed", "--seed"),
-                  ("moe", "--moe/--no-moe"), ("types", "--types/--no-types"))
+                  ("moe", "--moe/--no-moe"), ("hybrid", "--hybrid/--no-hybrid"), ("types", "--types/--no-types"))
 
 
 def build_parser() -> ArgumentParser:
@@ -474,7 +535,8 @@ def build_parser() -> ArgumentParser:
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path,
                         help="a real GGUF model instead of the synthetic ones (then --quants, --preset, --n-layer, "
-                             "--seed and --moe/--no-moe, which choose the synthetic models, are refused); a "
+                             "--seed, --moe/--no-moe and --hybrid/--no-hybrid, which choose the synthetic models, are "
+                             "refused); a "
                              "mixture-of-experts model gets the MoE cases: judged only where the build claims MoE "
                              "exact, and on CUDA one more with its experts on the CPU")
     parser.add_argument("--preset", default=None,
@@ -513,6 +575,12 @@ def build_parser() -> ArgumentParser:
                              "CPU, and gpt-oss MXFP4_MOE, 2 layers each; on the CPU qwen3moe Q4_K_M, 1 layer; "
                              f"{MOE_N_GEN} generated tokens, a control each. Reported, not judged, unless the build "
                              "lists the backend under exact_moe_backends (in the stack.json it ships)")
+    parser.add_argument("--hybrid", action=argparse.BooleanOptionalAction, default=None,
+                        help="run the hybrid cases (recurrent layers between attention layers) after the "
+                             "mixture-of-experts ones (default: on; --no-hybrid leaves them out): on CUDA qwen35 and "
+                             "nemotron-h Q4_K_M at their real shapes, 4 and 8 layers; on the CPU tiny-qwen35 and "
+                             f"tiny-nemotron-h Q4_K_M; KV f16, {HYBRID_N_GEN} generated tokens, a control each. "
+                             "Reported, not judged, unless the build lists the backend under exact_hybrid_backends")
     parser.add_argument("--types", action=argparse.BooleanOptionalAction, default=None,
                         help="on CUDA, run a model of each of the weight types " + ", ".join(TYPE_QUANTS["cuda"])
                              + " after the main ones, KV f16 and a control each (default: on where --quants is "
@@ -590,16 +658,21 @@ def main(argv: list[str] | None = None) -> int:
     # A mixture-of-experts --preset makes the --quants/--kv cases MoE cases, which stand in for the default
     # MoE cases (those would be the same models at another layer count, under the same names).
     main_moe = args.model is None and preset_is_moe(preset)
+    main_hybrid = args.model is None and preset_is_hybrid(preset)
     run_moe = args.model is None and args.moe is not False and not main_moe
+    # A hybrid --preset stands in for the default hybrid cases, as a MoE one for the MoE cases.
+    run_hybrid = args.model is None and args.hybrid is not False and not main_hybrid
     if args.types and args.quants:
         parser.error("--types adds the default weight types to the default models; with --quants, name the "
                      "types in --quants instead")
     # beside the default models only: --quants names every model of its run
-    run_types = args.model is None and not main_moe and not args.quants and args.types is not False
+    run_types = args.model is None and not main_moe and not main_hybrid and not args.quants and args.types is not False
     extra_types = list(TYPE_QUANTS[backend]) if run_types else []
     synthetic_sets = [] if args.model is not None else [
-        SyntheticModels(preset, n_layer, (*quants, *extra_types), named=main_moe),
+        SyntheticModels(preset, n_layer, (*quants, *extra_types), named=main_moe or main_hybrid),
         *(SyntheticModels(m.preset, m.n_layer, (m.quant,), named=True) for m in (MOE_MODELS[backend] if run_moe else ())),
+        *(SyntheticModels(m.preset, m.n_layer, (m.quant,), named=True)
+          for m in (HYBRID_MODELS[backend] if run_hybrid else ())),
     ]
     # Models to make need the quantizer and a work directory that takes files; models made before do not.
     must_write = work_dir is not None and not all(
@@ -626,14 +699,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"hiraishin-llama-smoke: warning: the metadata of {args.model} could not be read, so it is not "
                   "known to be dense: it is judged as a mixture-of-experts model", file=sys.stderr)
         cases = default_cases(backend, [args.model.name], kv_types, gpu_layers or None,
-                              moe=kind is None or kind.is_moe, experts_on_cpu_case=kind is not None and kind.is_moe)
+                              moe=kind is None or kind.is_moe, experts_on_cpu_case=kind is not None and kind.is_moe,
+                              hybrid=kind is not None and kind.is_hybrid)
     else:
         cases = default_cases(backend, quants, kv_types, gpu_layers or None, moe=main_moe,
-                              preset=preset if main_moe else None)
+                              preset=preset if main_moe or main_hybrid else None, hybrid=main_hybrid)
         if extra_types:
             cases += type_cases(backend, extra_types)
         if run_moe:
             cases += moe_cases(backend)
+        if run_hybrid:
+            cases += hybrid_cases(backend)
         try:
             models = {}
             for chosen in synthetic_sets:
@@ -688,6 +764,10 @@ def main(argv: list[str] | None = None) -> int:
         "moe": {"cases": sum(1 for r in results if r.case.moe),
                 "synthetic": [asdict(m) for m in MOE_MODELS[backend]] if run_moe else [],
                 "exact_moe_backends": sorted(exact_moe_backends())},
+        # The same for models with recurrent layers.
+        "hybrid": {"cases": sum(1 for r in results if r.case.hybrid),
+                   "synthetic": [asdict(m) for m in HYBRID_MODELS[backend]] if run_hybrid else [],
+                   "exact_hybrid_backends": sorted(exact_hybrid_backends())},
         "n_gen": args.n_gen,
         "batches": batches,
         "cases": [

@@ -49,7 +49,7 @@ NEMOTRON_H = "nemotron_h"
 ARCHITECTURES = (ARCHITECTURE, QWEN3MOE, GPT_OSS, QWEN2MOE, QWEN35, NEMOTRON_H)
 # Architectures whose FFNs are dense.
 _DENSE_ARCHITECTURES = (ARCHITECTURE, QWEN35, NEMOTRON_H)
-_HYBRID_ARCHITECTURES = (QWEN35, NEMOTRON_H)
+HYBRID_ARCHITECTURES = (QWEN35, NEMOTRON_H)
 
 # Layer kinds of the hybrid architectures, in the notation of Nemotron-H's hybrid_override_pattern:
 # a recurrent layer (Mamba-2 for nemotron_h, a gated delta net for qwen35), full attention, and
@@ -162,7 +162,7 @@ class Preset:
     def _check_recurrent_layers(self) -> None:
         ssm = {"ssm_d_conv": self.ssm_d_conv, "ssm_d_state": self.ssm_d_state, "ssm_n_group": self.ssm_n_group,
                "ssm_dt_rank": self.ssm_dt_rank, "ssm_d_inner": self.ssm_d_inner}
-        if self.architecture not in _HYBRID_ARCHITECTURES:
+        if self.architecture not in HYBRID_ARCHITECTURES:
             extra = [name for name, value in (*ssm.items(), ("full_attention_interval", self.full_attention_interval),
                                               ("layer_pattern", self.layer_pattern),
                                               ("rope_sections", self.rope_sections)) if value]
@@ -816,7 +816,7 @@ def _add_metadata(writer: gguf.GGUFWriter, preset: Preset, seed: int, n_layer: i
     if preset.rope_sections:
         writer.add_rope_dimension_sections(list(preset.rope_sections))
     writer.add_layer_norm_rms_eps(preset.rms_norm_eps)
-    if preset.architecture in _HYBRID_ARCHITECTURES:
+    if preset.architecture in HYBRID_ARCHITECTURES:
         writer.add_ssm_conv_kernel(preset.ssm_d_conv)
         writer.add_ssm_inner_size(preset.ssm_d_inner)
         writer.add_ssm_state_size(preset.ssm_d_state)
