@@ -346,3 +346,42 @@ def test_tiny_hybrid_is_exact_on_the_cpu_with_the_switch_on(name: str, switch: s
         assert all(count == 0 for count in differing.values()), differing
     else:
         assert any(count > 0 for b, count in differing.items() if b > 1), differing
+
+
+@pytest.fixture(scope="module")
+def speculation_models(hybrid_models: dict[str, Path], quantizer: Path,
+                       tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
+    """Each tiny hybrid as a Q4_K_M target and its Q8_0 as the draft: the same weights, so the draft agrees
+    often but not always (about a fifth of its tokens are accepted)."""
+    directory = tmp_path_factory.mktemp("speculation")
+    return {name: (synthetic.quantize(f16, directory / f"{name}-Q4_K_M.gguf", "Q4_K_M", quantizer),
+                   synthetic.quantize(f16, directory / f"{name}-Q8_0.gguf", "Q8_0", quantizer))
+            for name, f16 in hybrid_models.items()}
+
+
+@pytest.mark.parametrize("name", HYBRID_PRESETS)
+@pytest.mark.parametrize(("switch", "identical"), [("1", True), ("0", False)])
+def test_speculation_on_a_tiny_hybrid_rolls_rejected_drafts_back_exactly(
+        name: str, switch: str, identical: bool, speculation_models: dict[str, tuple[Path, Path]],
+        replay_tool: Path, tmp_path: Path) -> None:
+    """Greedy speculation whose drafts are often rejected: each rejection is undone as llama-server undoes it,
+    from a checkpoint of the recurrent state, the accepted tokens decoded again as one batch. With the switch
+    on the text is plain greedy decoding's for 600 tokens (KV windows of 256 crossed) and every re-decoded
+    batch chooses the token its verify pass chose; off (the control) the text departs from it."""
+    target, draft = speculation_models[name]
+    report = tmp_path / "spec.json"
+    result = subprocess.run([str(replay_tool), "spec", "--model", str(target), "--draft-model", str(draft),
+                             "--n-gen", "600", "--prompts", "2", "--threads", "2",
+                             "--expect", "identical" if identical else "differ", "--json", str(report)],
+                            check=False, capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "GGML_BATCH_INVARIANT": switch, "GGML_CUDA_BATCH_INVARIANT": switch})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "restored from a checkpoint" in result.stdout
+    rows = json.loads(report.read_text())["results"]
+    for row in rows:
+        assert row["tokens_compared"] == 600 and 0 < row["acceptance_rate"] < 1, row
+        assert row["checkpoint_restores"] > 50, row
+    if identical:
+        assert all(row["identical"] and row["redecode_mismatches"] == 0 for row in rows), rows
+    else:
+        assert not all(row["identical"] for row in rows), rows

@@ -1172,7 +1172,51 @@ struct SpecOutcome {
     int       verify_batches = 0;
     int       largest_verify = 0;
     double    decode_ms      = 0.0;
+    // Rollbacks through a checkpoint (recurrent and hybrid models): partial acceptances whose target state was
+    // restored and the accepted tokens decoded again as one batch, and how many of those batches' last
+    // positions chose another token than the verify pass had (0 where batches are invariant).
+    int       restores             = 0;
+    int       redecode_mismatches  = 0;
 };
+
+// The recurrent state of sequence 0, saved before a pass that may be partly rejected. A recurrent layer's
+// state holds every token it has seen and cannot drop a suffix (llama_memory_seq_rm refuses), so a rejected
+// draft is undone as llama-server undoes it: the state saved before the pass is loaded back, the attention
+// layers' cells after it are removed, and the accepted tokens are decoded again.
+class RecurrentCheckpoint {
+public:
+    static constexpr llama_state_seq_flags kFlags = LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY;
+
+    void save(llama_context * ctx) {
+        const size_t size = llama_state_seq_get_size_ext(ctx, 0, kFlags);
+        data_.resize(size);
+        if (llama_state_seq_get_data_ext(ctx, data_.data(), size, 0, kFlags) != size) {
+            throw RuntimeFailure("llama_state_seq_get_data_ext could not save the recurrent state (" +
+                                 std::to_string(size) + " bytes)" + recent_llama_errors());
+        }
+        pos_max_ = llama_memory_seq_pos_max(llama_get_memory(ctx), 0);
+    }
+
+    // Back to the saved state: positions after pos_max() are gone from every layer.
+    void restore(llama_context * ctx) const {
+        if (llama_state_seq_set_data_ext(ctx, data_.data(), data_.size(), 0, kFlags) != data_.size()) {
+            throw RuntimeFailure("llama_state_seq_set_data_ext could not load the recurrent state back (" +
+                                 std::to_string(data_.size()) + " bytes)" + recent_llama_errors());
+        }
+        remove_from(ctx, pos_max_ + 1);
+    }
+
+    llama_pos pos_max() const { return pos_max_; }
+
+private:
+    std::vector<uint8_t> data_;
+    llama_pos pos_max_ = -1;
+};
+
+bool has_recurrent_state(const llama_context * ctx) {
+    const llama_model * model = llama_get_model(ctx);
+    return llama_model_is_recurrent(model) || llama_model_is_hybrid(model);
+}
 
 // Number of draft tokens allowed when the last sampled token sits at KV
 // position p0: the verify batch covers positions p0..p0+k, and keeping it
@@ -1203,6 +1247,10 @@ SpecOutcome run_speculative(const Options & opts, llama_context * target, llama_
     Batch verify(kMaxVerifyBatch);
     Batch single(1);
     std::vector<llama_token> drafts;
+    const bool target_checkpoints = has_recurrent_state(target);
+    const bool draft_checkpoints  = has_recurrent_state(draft);
+    RecurrentCheckpoint target_checkpoint;
+    RecurrentCheckpoint draft_checkpoint;
 
     const auto start = Clock::now();
     while ((int) out.emitted.size() < n_gen) {
@@ -1225,6 +1273,9 @@ SpecOutcome run_speculative(const Options & opts, llama_context * target, llama_
                 decode_or_throw(draft, single, "draft catch-up");
             }
             draft_n_past = p0 + 1;
+            if (draft_checkpoints) {
+                draft_checkpoint.save(draft);  // the state after `last`, which every outcome keeps
+            }
             drafts.push_back(argmax(logits_or_throw(draft, 0), n_vocab));
             while ((int) drafts.size() < k) {
                 single.clear();
@@ -1235,6 +1286,9 @@ SpecOutcome run_speculative(const Options & opts, llama_context * target, llama_
             }
         }
 
+        if (target_checkpoints && k > 0) {
+            target_checkpoint.save(target);  // the state before `last`
+        }
         // Verify [last, d1..dk] in one batch; logits at batch index i predict the token after it.
         verify.clear();
         verify.add(last, p0, true);
@@ -1258,10 +1312,32 @@ SpecOutcome run_speculative(const Options & opts, llama_context * target, llama_
 
         // Both caches keep exactly the accepted prefix, last..d_accepted at p0..p0+n_accepted.
         const llama_pos keep_end = p0 + n_accepted + 1;
-        remove_from(target, keep_end);
+        if (target_checkpoints && n_accepted < k) {
+            // As llama-server does: back to the state before the pass, then the accepted prefix once more as
+            // one batch, whose state must be what one-token steps would have left.
+            target_checkpoint.restore(target);
+            verify.clear();
+            verify.add(last, p0, n_accepted == 0);
+            for (int i = 0; i < n_accepted; ++i) {
+                verify.add(drafts[i], p0 + 1 + i, i == n_accepted - 1);
+            }
+            decode_or_throw(target, verify, "re-decoding the accepted tokens");
+            ++out.restores;
+            if (argmax(logits_or_throw(target, -1), n_vocab) != next) {
+                ++out.redecode_mismatches;
+            }
+        } else if (!target_checkpoints) {
+            remove_from(target, keep_end);
+        }
         if (draft_n_past > keep_end) {
-            remove_from(draft, keep_end);
-            draft_n_past = keep_end;
+            if (draft_checkpoints) {
+                // the state after `last`; the accepted drafts come back through the next step's catch-up
+                draft_checkpoint.restore(draft);
+                draft_n_past = draft_checkpoint.pos_max() + 1;
+            } else {
+                remove_from(draft, keep_end);
+                draft_n_past = keep_end;
+            }
         }
     }
     llama_synchronize(target);
@@ -1577,8 +1653,11 @@ int run_spec(const Options & opts) {
     ContextPtr target_ctx = make_context(opts, target.model.get(), kMaxVerifyBatch);
     ContextPtr draft_ctx  = make_context(opts, draft.model.get(), 1);
     print_header(opts, target);
-    printf("draft    %s%s, n_draft %d, 256 guard %s, verify batches <= %d tokens\n\n", draft.path.c_str(),
+    printf("draft    %s%s, n_draft %d, 256 guard %s, verify batches <= %d tokens\n", draft.path.c_str(),
            separate_draft ? "" : " (self-draft)", opts.n_draft, opts.guard_256 ? "on" : "off", kMaxVerifyBatch);
+    printf("rollback %s\n\n", has_recurrent_state(target_ctx.get())
+               ? "recurrent state: restored from a checkpoint, accepted tokens decoded again as one batch"
+               : "KV cells removed (llama_memory_seq_rm)");
 
     printf("%6s %9s %15s %11s %12s %12s %9s\n", "seed", "compared", "first-mismatch", "acceptance",
            "plain tok/s", "spec tok/s", "verifies");
@@ -1645,6 +1724,8 @@ int run_spec(const Options & opts) {
             json.key("acceptance_rate").value(r.acceptance_rate());
             json.key("verify_batches").value(r.outcome.verify_batches);
             json.key("largest_verify_batch").value(r.outcome.largest_verify);
+            json.key("checkpoint_restores").value(r.outcome.restores);
+            json.key("redecode_mismatches").value(r.outcome.redecode_mismatches);
             json.key("plain_tokens_per_s").value(r.plain_tokens_per_s);
             json.key("spec_tokens_per_s").value(r.spec_tokens_per_s);
             json.end_object();
