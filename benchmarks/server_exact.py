@@ -160,11 +160,13 @@ def complete(base: str, prompt: str, n_predict: int, timeout_s: float) -> dict:
         return json.loads(response.read())
 
 
-def server_args(model: Path, *, draft: bool, draft_n_max: int | None = None, extra: tuple[str, ...] = ()) -> list[str]:
-    """``extra``: more llama-server arguments for both servers, e.g. ``--rpc HOST:PORT -ngl N`` (a split model)."""
+def server_args(model: Path, *, draft: bool, draft_n_max: int | None = None, extra: tuple[str, ...] = (),
+                draft_model: Path | None = None) -> list[str]:
+    """``extra``: more llama-server arguments for both servers, e.g. ``--rpc HOST:PORT -ngl N`` (a split model);
+    ``draft_model``: the draft server's draft (default: the model itself)."""
     args = ["-m", str(model), *SERVER_ARGS, *extra]
     if draft:
-        args += ["-md", str(model), *DRAFT_ARGS]
+        args += ["-md", str(draft_model or model), *DRAFT_ARGS]
         if draft_n_max is not None:
             args += ["--spec-draft-n-max", str(draft_n_max)]
     return args
@@ -172,11 +174,12 @@ def server_args(model: Path, *, draft: bool, draft_n_max: int | None = None, ext
 
 def serve(venv: Path, model: Path, log_path: Path, *, draft: bool, switch_on: bool, prompts: tuple[str, ...] = PROMPTS,
           n_predict: int = 200, draft_n_max: int | None = None, timeout_s: float = 600.0,
-          extra: tuple[str, ...] = ()) -> Run:
+          extra: tuple[str, ...] = (), draft_model: Path | None = None) -> Run:
     """The server of ``venv`` answering ``prompts`` one after the other; stops at the first request
     that gets no answer (the server died or hung) and records why."""
     run = Run(label=f"{'draft' if draft else 'plain'}-{'on' if switch_on else 'off'}",
-              args=server_args(model, draft=draft, draft_n_max=draft_n_max, extra=extra), env=SWITCH_ENV[switch_on],
+              args=server_args(model, draft=draft, draft_n_max=draft_n_max, extra=extra, draft_model=draft_model),
+              env=SWITCH_ENV[switch_on],
               n_predict=n_predict)
     started = time.monotonic()
     try:
@@ -225,12 +228,12 @@ def compare(plain: Run, draft: Run) -> list[dict]:
 
 def switch_state(venv: Path, model: Path, log_dir: Path, *, switch_on: bool, prompts: tuple[str, ...] = PROMPTS,
                  n_predict: int = 200, draft_n_max: int | None = None, plain_after_failure: bool = True,
-                 extra: tuple[str, ...] = ()) -> dict:
+                 extra: tuple[str, ...] = (), draft_model: Path | None = None) -> dict:
     """The draft server's run, then the plain one's (skipped when the draft server failed and
     ``plain_after_failure`` is false), and their comparison."""
     name = "on" if switch_on else "off"
     draft = serve(venv, model, log_dir / f"draft-{name}.log", draft=True, switch_on=switch_on, prompts=prompts,
-                  n_predict=n_predict, draft_n_max=draft_n_max, extra=extra)
+                  n_predict=n_predict, draft_n_max=draft_n_max, extra=extra, draft_model=draft_model)
     if draft.failure and not plain_after_failure:
         plain = Run(label=f"plain-{name}", args=server_args(model, draft=False, extra=extra), env=SWITCH_ENV[switch_on],
                     n_predict=n_predict, failure="not run: the draft server failed")
@@ -259,6 +262,9 @@ def main() -> None:
     parser.add_argument("--n-predict", type=int, default=200)
     parser.add_argument("--switch", choices=("on", "off", "both"), default="both")
     parser.add_argument("--draft-n-max", type=int, help="--spec-draft-n-max (default: the server's, 3)")
+    parser.add_argument("--draft-model", type=Path,
+                        help="the draft server's draft model (default: the model itself, which nearly always agrees; "
+                             "another model's drafts are rejected often, which exercises the rollback)")
     parser.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                         help="one more llama-server argument for both servers (repeat it), e.g. --server-arg=--rpc "
                              "--server-arg=127.0.0.1:50052 --server-arg=-ngl --server-arg=16 for a split model")
@@ -281,7 +287,8 @@ def main() -> None:
                 for i, devices in enumerate(args.rpc_worker)]
             extra = (*args.server_arg, *(("--rpc", ",".join(endpoints)) if endpoints else ()))
             states[name] = switch_state(args.venv, args.model, args.log_dir, switch_on=name == "on", prompts=prompts,
-                                        n_predict=args.n_predict, draft_n_max=args.draft_n_max, extra=extra)
+                                        n_predict=args.n_predict, draft_n_max=args.draft_n_max, extra=extra,
+                                        draft_model=args.draft_model)
         print(f"switch {name}: identical {states[name]['identical']}/{states[name]['compared']}; "
               f"served plain {states[name]['plain'].served}, draft {states[name]['draft'].served} "
               f"of {len(prompts)}", flush=True)
@@ -296,6 +303,7 @@ def main() -> None:
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
         "wheel": version,
         "model": args.model.name,
+        "draft_model": (args.draft_model or args.model).name,
         "rpc_workers": args.rpc_worker,
         "n_predict": args.n_predict,
         "prompts": list(prompts),
