@@ -56,6 +56,8 @@ CONFLICTING_ON_OLDER = [
     "ggml-cuda-batch-invariant-q3-k-mat-vec-in-superblock-order.patch",
     # changes the float dispatch and the fused-mmvf check of ggml-cuda.cu that the MUL_MAT_ID patch above adds
     "ggml-cuda-batch-invariant-f16-and-bf16-products-on-mmf-at-ev.patch",
+    # adds its cases after the MoE FFN cases of the tests patch above, in test-backend-ops.cpp
+    "tests-batch-invariance-of-the-recurrent-ops-in-test-backend.patch",
 ]
 REQUIRED_REFS = (PREVIOUS, OLDER)
 
