@@ -57,6 +57,7 @@ perf_timeout=${PERF_TIMEOUT:-90}
 for on in 1 0; do
     GGML_BATCH_INVARIANT=$on timeout "$perf_timeout" ./test-backend-ops perf -b CUDA0 -o MUL_MAT -p "$perf" > "$OUT/perf-$on.txt" 2>&1
     echo "perf, switch $on: $(grep -c 'us/run' "$OUT/perf-$on.txt") cases timed"
+    [ -n "${PERF_PRINT:-}" ] && grep -E 'us/run' "$OUT/perf-$on.txt" | tr -s ' ' | cut -c1-140
 done
 # With WIP_VARIANT_BINARY (built like WIP_BINARY, with the variant's diff in kernel_local_build.sh's
 # VARIANT_DIFF; several, separated by spaces), the same perf cases with the switch on (or those of
@@ -75,14 +76,18 @@ for setting in ${VARIANT_ENV:-}; do
     tag=$(echo "$setting" | tr -c 'A-Za-z0-9_\n-' '-')
     if [ -n "${VARIANT_ENV_BI:-}" ]; then
         t=$(date +%s)
+        # VARIANT_BI_MATCH: the cases of the variants' runs (default BI_MATCH's)
+        variant_match=${VARIANT_BI_MATCH:-${BI_MATCH:-}}
         env "$setting" GGML_BATCH_INVARIANT=1 timeout "$bi_timeout" ./test-backend-ops -b CUDA0 -o "$bi_ops" \
-            ${BI_MATCH:+-p "$BI_MATCH"} > "$OUT/tbo-bi-$tag.txt" 2>&1
+            ${variant_match:+-p "$variant_match"} > "$OUT/tbo-bi-$tag.txt" 2>&1
         echo "batch-invariance cases, $setting, switch 1, in $(( $(date +%s) - t ))s: $(grep -E 'tests passed' "$OUT/tbo-bi-$tag.txt")"
         grep -E 'FAIL' "$OUT/tbo-bi-$tag.txt" | head -20 | cut -c1-160
     fi
     env "$setting" GGML_BATCH_INVARIANT=1 timeout "$perf_timeout" ./test-backend-ops perf -b CUDA0 -o MUL_MAT \
         -p "${VARIANT_PERF:-$perf}" > "$OUT/perf-env-$tag.txt" 2>&1
     echo "perf with $setting, switch 1: $(grep -c 'us/run' "$OUT/perf-env-$tag.txt") cases timed"
+    # printed too: a call cut at its limit returns what was printed, not the logs
+    grep -E 'us/run' "$OUT/perf-env-$tag.txt" | tr -s ' ' | cut -c1-140
 done
 # With FAULT_DIFF set (a diff against the tree, e.g. benchmarks/faults/*.diff), the tree is
 # rebuilt with it applied and the batch-invariance cases run once more, switch on.
