@@ -206,12 +206,17 @@ def test_the_notes_say_where_the_basis_is_op_tests_only(tmp_path: Path, capsys: 
 
 def test_a_type_the_smoke_measured_in_a_model_has_no_op_tests_only_note(tmp_path: Path,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    # BF16 and IQ4_XS models are smoke cases on CUDA (smoke-h200-rev19-b10018-1.2.0.json)
+    # BF16 and IQ4_XS models are smoke cases on CUDA (smoke-h200-rev19-b10018-1.2.0.json; BF16 on mmf since
+    # smoke-h200-rev24.json), and so are Q5_K_M (the same), Q3_K_M and Q2_K (smoke-h200-rev24-q3-k-m-q2-k.json)
     model = write_gguf(tmp_path / "m.gguf", "qwen3", dense_tensors(types={"attn_v": Q.IQ4_XS, "ffn_up": Q.BF16}))
     code, out, _ = run([model, "--backend", "cuda"], capsys)
     assert code == 0 and set(line(out, "cuda:")[len("cuda: covered (dense "):-1].split(", ")) == {
         "Q4_K", "Q6_K", "IQ4_XS", "BF16"}
     assert "note:" not in out
+    for qtype in (Q.Q5_K, Q.Q3_K, Q.Q2_K):
+        model = write_gguf(tmp_path / f"{qtype.name}.gguf", "qwen3", dense_tensors(types={"attn_v": qtype}))
+        code, out, _ = run([model, "--backend", "cuda"], capsys)
+        assert code == 0 and "note:" not in out, out
 
 
 # --- models that are not covered ------------------------------------------------------------------------------
@@ -237,7 +242,7 @@ def test_a_weight_type_not_covered_on_cuda_is_named_with_its_tensors_and_reason(
     assert "so on cuda greedy speculative decoding may differ from plain greedy decoding" in out
 
 
-@pytest.mark.parametrize("qtype", [Q.Q5_0, Q.IQ4_NL, Q.Q3_K, Q.IQ2_XXS])
+@pytest.mark.parametrize("qtype", [Q.Q5_0, Q.IQ4_NL, Q.IQ3_S, Q.IQ2_XXS])
 def test_the_types_of_the_table_covered_by_op_tests_say_so(tmp_path: Path, qtype: Q,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     model = write_gguf(tmp_path / "m.gguf", "qwen3", dense_tensors(types={"attn_v": qtype}))
@@ -266,13 +271,13 @@ def test_the_fork_s_tq3_1s_is_covered_dense_by_op_tests_and_not_as_experts(tmp_p
                                   f"{TQ_EXPERTS_ON_CUDA}")
 
 
-def test_f16_weights_are_covered_on_cuda_by_op_tests_since_they_are_summed_in_float(
+def test_f16_weights_are_covered_on_cuda_by_op_tests_since_they_run_on_mmf(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     model = write_gguf(tmp_path / "m.gguf", "qwen3", dense_tensors(types={"attn_v": Q.F16}))
     code, out, _ = run([model, "--backend", "cuda"], capsys)
     assert code == 0, out
-    assert line(out, "note:").startswith("note: on cuda, dense F16: op tests only, from revision 21 (F16 summed in "
-                                         "float in batch-invariant mode)")
+    assert line(out, "note:").startswith("note: on cuda, dense F16: op tests only, from revision 24 (F16 on mmf at "
+                                         "every column count)")
 
 
 def test_experts_of_a_type_not_yet_tested_on_cuda_do_not_count(tmp_path: Path,
