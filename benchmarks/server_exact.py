@@ -151,9 +151,12 @@ def get_json(url: str, timeout_s: float) -> object:
         return json.loads(response.read())
 
 
-def complete(base: str, prompt: str, n_predict: int, timeout_s: float) -> dict:
+def complete(base: str, prompt: str, n_predict: int, timeout_s: float, banned: tuple[int, ...] = ()) -> dict:
+    """``banned``: token ids the sampler may not choose (logit_bias false), the same for both servers."""
     body = {"prompt": prompt, "n_predict": n_predict, "temperature": 0, "top_k": 1, "seed": 1,
             "return_tokens": True, "cache_prompt": False}
+    if banned:
+        body["logit_bias"] = [[token, False] for token in banned]
     request = urllib.request.Request(f"{base}/completion", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=timeout_s) as response:
@@ -174,7 +177,7 @@ def server_args(model: Path, *, draft: bool, draft_n_max: int | None = None, ext
 
 def serve(venv: Path, model: Path, log_path: Path, *, draft: bool, switch_on: bool, prompts: tuple[str, ...] = PROMPTS,
           n_predict: int = 200, draft_n_max: int | None = None, timeout_s: float = 600.0,
-          extra: tuple[str, ...] = (), draft_model: Path | None = None) -> Run:
+          extra: tuple[str, ...] = (), draft_model: Path | None = None, banned: tuple[int, ...] = ()) -> Run:
     """The server of ``venv`` answering ``prompts`` one after the other; stops at the first request
     that gets no answer (the server died or hung) and records why."""
     run = Run(label=f"{'draft' if draft else 'plain'}-{'on' if switch_on else 'off'}",
@@ -190,7 +193,7 @@ def serve(venv: Path, model: Path, log_path: Path, *, draft: bool, switch_on: bo
             for prompt in prompts:
                 asked = time.monotonic()
                 try:
-                    response = complete(base, prompt, n_predict, timeout_s)
+                    response = complete(base, prompt, n_predict, timeout_s, banned)
                 except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as error:
                     run.failure = f"request {run.served + 1} of {len(prompts)} got no answer: {error!r}"
                     time.sleep(1)  # let the log take the server's last words
@@ -228,18 +231,20 @@ def compare(plain: Run, draft: Run) -> list[dict]:
 
 def switch_state(venv: Path, model: Path, log_dir: Path, *, switch_on: bool, prompts: tuple[str, ...] = PROMPTS,
                  n_predict: int = 200, draft_n_max: int | None = None, plain_after_failure: bool = True,
-                 extra: tuple[str, ...] = (), draft_model: Path | None = None) -> dict:
+                 extra: tuple[str, ...] = (), draft_model: Path | None = None,
+                 banned: tuple[int, ...] = ()) -> dict:
     """The draft server's run, then the plain one's (skipped when the draft server failed and
     ``plain_after_failure`` is false), and their comparison."""
     name = "on" if switch_on else "off"
     draft = serve(venv, model, log_dir / f"draft-{name}.log", draft=True, switch_on=switch_on, prompts=prompts,
-                  n_predict=n_predict, draft_n_max=draft_n_max, extra=extra, draft_model=draft_model)
+                  n_predict=n_predict, draft_n_max=draft_n_max, extra=extra, draft_model=draft_model,
+                  banned=banned)
     if draft.failure and not plain_after_failure:
         plain = Run(label=f"plain-{name}", args=server_args(model, draft=False, extra=extra), env=SWITCH_ENV[switch_on],
                     n_predict=n_predict, failure="not run: the draft server failed")
     else:
         plain = serve(venv, model, log_dir / f"plain-{name}.log", draft=False, switch_on=switch_on,
-                      prompts=prompts, n_predict=n_predict, extra=extra)
+                      prompts=prompts, n_predict=n_predict, extra=extra, banned=banned)
     rows = compare(plain, draft)
     return {"plain": plain, "draft": draft, "per_prompt": rows,
             "identical": sum(r["identical"] for r in rows), "compared": len(rows)}
@@ -262,6 +267,10 @@ def main() -> None:
     parser.add_argument("--n-predict", type=int, default=200)
     parser.add_argument("--switch", choices=("on", "off", "both"), default="both")
     parser.add_argument("--draft-n-max", type=int, help="--spec-draft-n-max (default: the server's, 3)")
+    parser.add_argument("--ban-tokens", metavar="FIRST-LAST",
+                        help="token ids no request may generate (logit_bias), e.g. 3-258 for a synthetic model's "
+                             "byte tokens, whose pieces are not UTF-8 alone and which the server's reply parser "
+                             "refuses")
     parser.add_argument("--draft-model", type=Path,
                         help="the draft server's draft model (default: the model itself, which nearly always agrees; "
                              "another model's drafts are rejected often, which exercises the rollback)")
@@ -278,6 +287,12 @@ def main() -> None:
     args = parser.parse_args()
     args.log_dir.mkdir(parents=True, exist_ok=True)
     prompts = PROMPTS[:args.prompts]
+    banned: tuple[int, ...] = ()
+    if args.ban_tokens:
+        first, _, last = args.ban_tokens.partition("-")
+        if not (first.isdigit() and (last or first).isdigit()) or int(last or first) < int(first):
+            parser.error(f"--ban-tokens {args.ban_tokens}: give a range of token ids FIRST-LAST, e.g. 3-258")
+        banned = tuple(range(int(first), int(last or first) + 1))
     states = {}
     for name in (("on", "off") if args.switch == "both" else (args.switch,)):
         with contextlib.ExitStack() as workers:
@@ -288,7 +303,7 @@ def main() -> None:
             extra = (*args.server_arg, *(("--rpc", ",".join(endpoints)) if endpoints else ()))
             states[name] = switch_state(args.venv, args.model, args.log_dir, switch_on=name == "on", prompts=prompts,
                                         n_predict=args.n_predict, draft_n_max=args.draft_n_max, extra=extra,
-                                        draft_model=args.draft_model)
+                                        draft_model=args.draft_model, banned=banned)
         print(f"switch {name}: identical {states[name]['identical']}/{states[name]['compared']}; "
               f"served plain {states[name]['plain'].served}, draft {states[name]['draft'].served} "
               f"of {len(prompts)}", flush=True)
@@ -304,6 +319,7 @@ def main() -> None:
         "wheel": version,
         "model": args.model.name,
         "draft_model": (args.draft_model or args.model).name,
+        "banned_tokens": args.ban_tokens,
         "rpc_workers": args.rpc_worker,
         "n_predict": args.n_predict,
         "prompts": list(prompts),
