@@ -19,6 +19,8 @@ import pytest
 
 from hiraishin_llama import synthetic
 
+from tests.helpers import fresh_venv, load_benchmark
+
 HYBRID_PRESETS = ("tiny-qwen35", "tiny-nemotron-h")
 
 
@@ -385,3 +387,39 @@ def test_speculation_on_a_tiny_hybrid_rolls_rejected_drafts_back_exactly(
         assert all(row["identical"] and row["redecode_mismatches"] == 0 for row in rows), rows
     else:
         assert not all(row["identical"] for row in rows), rows
+
+
+server_exact = load_benchmark("server_exact")
+# The synthetic vocabulary's byte tokens (<0x00>..<0xFF>, after <unk>, <s> and </s>): a lone byte's piece is not
+# UTF-8, and llama-server's reply parser refuses such a reply, so no request may generate them.
+BYTE_TOKENS = tuple(range(3, 3 + synthetic.N_BYTE_TOKENS))
+SERVER_PROMPTS = server_exact.PROMPTS[:2]
+
+
+@pytest.fixture(scope="module")
+def server_venv(tmp_path_factory: pytest.TempPathFactory, cpu_wheel: Path) -> Path:
+    venv = fresh_venv(tmp_path_factory.mktemp("hybrid-server") / "venv")
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(cpu_wheel)], check=True)
+    return venv
+
+
+@pytest.mark.parametrize("name", HYBRID_PRESETS)
+@pytest.mark.parametrize(("switch_on", "identical"), [(True, True), (False, False)], ids=["on", "off"])
+def test_llama_server_with_a_draft_gives_a_hybrid_s_plain_greedy_tokens(
+        name: str, switch_on: bool, identical: bool, speculation_models: dict[str, tuple[Path, Path]],
+        server_venv: Path, tmp_path: Path) -> None:
+    """The wheel's llama-server with a draft model (one slot), whose drafts it rejects more than half the time, so
+    it keeps restoring the target's recurrent state from its checkpoint: with the switch on each greedy reply is
+    the plain server's, token for token; off (the control) they part."""
+    target, draft = speculation_models[name]
+    state = server_exact.switch_state(server_venv, target, tmp_path, switch_on=switch_on, prompts=SERVER_PROMPTS,
+                                      n_predict=200, draft_n_max=8, draft_model=draft, banned=BYTE_TOKENS)
+    for run in (state["draft"], state["plain"]):
+        assert run.failure is None and run.served == len(SERVER_PROMPTS), (run.failure, run.log_tail)
+    drafted = sum(answer.draft_n for answer in state["draft"].answers)
+    accepted = sum(answer.draft_n_accepted for answer in state["draft"].answers)
+    assert state["draft"].speculative and 0 < accepted < drafted, (accepted, drafted)
+    if identical:
+        assert state["identical"] == state["compared"] == len(SERVER_PROMPTS), state["per_prompt"]
+    else:
+        assert state["identical"] < state["compared"], state["per_prompt"]
