@@ -23,10 +23,13 @@ tar c --exclude=.git -C "$repo/work/llama.cpp" . | tar x -C "$dir/src"
 # would keep that object. Touch every file whose content changed since the last copy.
 (cd "$dir/src" && find . -type f \( -name '*.c' -o -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) \
     -print0 | xargs -0 sha1sum | sort -k2) > "$dir/hashes.new"
+reconfigure=0
 if [ -f "$dir/hashes" ]; then
     # shellcheck disable=SC2016  # $1 is awk's
     join -1 2 -2 2 -o 0,1.1,2.1 "$dir/hashes" "$dir/hashes.new" | awk '$2 != $3 {print $1}' |
         (cd "$dir/src" && xargs -r touch)
+    # a source file the last copy did not have: CMake globs its source lists at configure time only
+    if join -1 2 -2 2 -v 2 "$dir/hashes" "$dir/hashes.new" | grep -q .; then reconfigure=1; fi
 fi
 mv "$dir/hashes.new" "$dir/hashes"
 # A file a fault or variant changed in the last build came back with its older time: make ninja rebuild it.
@@ -36,7 +39,6 @@ if [ -f "$dir/diffed-files" ]; then
 fi
 # A file the last diff created is not in the work tree: take it out of the copy, and let CMake glob again
 # (its source lists are globbed once, at configure time).
-reconfigure=0
 if [ -f "$dir/diffed-new-files" ]; then
     (cd "$dir/src" && xargs -r rm -f < "$dir/diffed-new-files")
     rm "$dir/diffed-new-files"
