@@ -58,6 +58,8 @@ CONFLICTING_ON_OLDER = [
     "ggml-cuda-batch-invariant-f16-and-bf16-products-on-mmf-at-ev.patch",
     # adds its cases after the MoE FFN cases of the tests patch above, in test-backend-ops.cpp
     "tests-batch-invariance-of-the-recurrent-ops-in-test-backend.patch",
+    # changes the float dispatch of ggml-cuda.cu that the F16 and BF16 patch above adds
+    "ggml-cuda-batch-invariant-f16-and-bf16-products-of-one-and-t.patch",
 ]
 REQUIRED_REFS = (PREVIOUS, OLDER)
 
