@@ -253,7 +253,7 @@ def test_the_guarantee_s_weight_types_come_from_the_coverage_data(project: Path)
     assert _table_row(page, "Q4_K")[:2] == ["yes", "yes"]  # the smoke runs a Q4_K_M model on CUDA
     assert _table_row(page, "IQ4_XS")[0] == "yes"  # and an IQ4_XS model since revision 19
     assert _table_row(page, "IQ4_NL")[0] == "op tests"
-    assert _table_row(page, "F16")[0] == "op tests"  # on mmf since revision 24, no F16 model replayed
+    assert _table_row(page, "F16")[0] == "op tests"  # on mmf's order since revision 24, no F16 model replayed
     cuda_tq2 = _table_row(page, "TQ2_0")[0]
     number = int(re.fullmatch(r"no \((\d+)\)", cuda_tq2)[1])
     reason = _coverage(project)["backends"]["cuda"]["dense"]["types"]["TQ2_0"]["reason"]

@@ -206,12 +206,12 @@ def test_the_notes_say_where_the_basis_is_op_tests_only(tmp_path: Path, capsys: 
 
 def test_a_type_the_smoke_measured_in_a_model_has_no_op_tests_only_note(tmp_path: Path,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    # BF16 and IQ4_XS models are smoke cases on CUDA (smoke-h200-rev19-b10018-1.2.0.json; BF16 on mmf since
-    # smoke-h200-rev24.json), and so are Q5_K_M (the same), Q3_K_M and Q2_K (smoke-h200-rev24-q3-k-m-q2-k.json)
-    model = write_gguf(tmp_path / "m.gguf", "qwen3", dense_tensors(types={"attn_v": Q.IQ4_XS, "ffn_up": Q.BF16}))
+    # IQ4_XS and Q8_0 models are smoke cases on CUDA (smoke-h200-rev19-b10018-1.2.0.json), and so are Q5_K_M
+    # (smoke-h200-rev24.json), Q3_K_M and Q2_K (smoke-h200-rev24-q3-k-m-q2-k.json)
+    model = write_gguf(tmp_path / "m.gguf", "qwen3", dense_tensors(types={"attn_v": Q.IQ4_XS, "ffn_up": Q.Q8_0}))
     code, out, _ = run([model, "--backend", "cuda"], capsys)
     assert code == 0 and set(line(out, "cuda:")[len("cuda: covered (dense "):-1].split(", ")) == {
-        "Q4_K", "Q6_K", "IQ4_XS", "BF16"}
+        "Q4_K", "Q6_K", "IQ4_XS", "Q8_0"}
     assert "note:" not in out
     for qtype in (Q.Q5_K, Q.Q3_K, Q.Q2_K):
         model = write_gguf(tmp_path / f"{qtype.name}.gguf", "qwen3", dense_tensors(types={"attn_v": qtype}))
@@ -276,8 +276,17 @@ def test_f16_weights_are_covered_on_cuda_by_op_tests_since_they_run_on_mmf(
     model = write_gguf(tmp_path / "m.gguf", "qwen3", dense_tensors(types={"attn_v": Q.F16}))
     code, out, _ = run([model, "--backend", "cuda"], capsys)
     assert code == 0, out
-    assert line(out, "note:").startswith("note: on cuda, dense F16: op tests only, from revision 24 (F16 on mmf at "
-                                         "every column count)")
+    assert line(out, "note:").startswith("note: on cuda, dense F16: op tests only, from revision 25 (F16 on mmf's "
+                                         "order at every column count")
+
+
+def test_bf16_counts_as_op_tests_only_until_a_wheel_with_its_new_kernel_runs_a_model(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # revision 25 replaces the one- and two-column kernel that revision 24's smoke ran on a BF16 model
+    model = write_gguf(tmp_path / "m.gguf", "qwen3", dense_tensors(types={"ffn_up": Q.BF16}))
+    code, out, _ = run([model, "--backend", "cuda"], capsys)
+    assert code == 0, out
+    assert line(out, "note:").startswith("note: on cuda, dense BF16: op tests only, from revision 25")
 
 
 def test_experts_of_a_type_not_yet_tested_on_cuda_do_not_count(tmp_path: Path,
