@@ -19,6 +19,10 @@ import pytest
 
 from hiraishin_llama import synthetic
 
+from tests.wheels.synthetic_checks import (assert_deterministic, assert_draws_do_not_depend_on_layer_count,
+                                          assert_replay_on_the_cpu, embedding_and_output_layout, make_models,
+                                          metadata_field, tensor_layout)
+
 from tests.helpers import fresh_venv, load_benchmark
 
 HYBRID_PRESETS = ("tiny-qwen35", "tiny-nemotron-h")
@@ -27,25 +31,10 @@ HYBRID_PRESETS = ("tiny-qwen35", "tiny-nemotron-h")
 @pytest.fixture(scope="module")
 def hybrid_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The tiny hybrid presets at seed 1 (F16), written once for this module."""
-    directory = tmp_path_factory.mktemp("hybrid")
-    return {name: synthetic.make_model(name, seed=1, n_layer=None, out_path=directory / f"{name}.gguf")
-            for name in HYBRID_PRESETS}
+    return make_models(tmp_path_factory.mktemp("hybrid"), HYBRID_PRESETS)
 
 
-def _field(reader: gguf.GGUFReader, key: str):
-    field = reader.get_field(key)
-    assert field is not None, f"missing metadata key {key}"
-    return field.contents()
 
-
-def _layout(path: Path) -> dict[str, tuple[list[int], str]]:
-    return {t.name: (t.shape.tolist(), t.tensor_type.name) for t in gguf.GGUFReader(path).tensors}
-
-
-def _embedding_and_output_layout(p: synthetic.Preset) -> dict[str, tuple[list[int], str]]:
-    d = p.n_embd
-    return {"token_embd.weight": ([d, p.n_vocab], "F16"), "output_norm.weight": ([d], "F32"),
-            "output.weight": ([d, p.n_vocab], "F16")}
 
 
 # --- presets ---
@@ -173,7 +162,7 @@ def test_qwen35_tensors(hybrid_models: dict[str, Path]) -> None:
     n_q, n_kv = p.n_head * hd, p.n_head_kv * hd
     conv = 2 * p.ssm_d_state * p.ssm_n_group + p.ssm_d_inner
     # ggml order (ne0 first), as llama_model_qwen35::load_arch_tensors creates them.
-    expected = _embedding_and_output_layout(p)
+    expected = embedding_and_output_layout(p)
     for layer in range(p.n_layer):
         blk = f"blk.{layer}"
         expected.update({
@@ -204,7 +193,7 @@ def test_qwen35_tensors(hybrid_models: dict[str, Path]) -> None:
                 f"{blk}.ssm_norm.weight": ([p.ssm_d_state], "F32"),
                 f"{blk}.ssm_out.weight": ([p.ssm_d_inner, d], "F16"),
             })
-    assert _layout(hybrid_models["tiny-qwen35"]) == expected
+    assert tensor_layout(hybrid_models["tiny-qwen35"]) == expected
 
 
 def test_nemotron_h_tensors(hybrid_models: dict[str, Path]) -> None:
@@ -223,16 +212,16 @@ def test_nemotron_h_tensors(hybrid_models: dict[str, Path]) -> None:
     attention = {"attn_norm.weight": ([d], "F32"), "attn_q.weight": ([d, n_q], "F16"),
                  "attn_k.weight": ([d, n_kv], "F16"), "attn_v.weight": ([d, n_kv], "F16"),
                  "attn_output.weight": ([n_q, d], "F16")}
-    expected = _embedding_and_output_layout(p)
+    expected = embedding_and_output_layout(p)
     for layer, kind in enumerate((mamba, mlp, mamba, attention, mlp)):
         expected.update({f"blk.{layer}.{name}": value for name, value in kind.items()})
-    assert _layout(hybrid_models["tiny-nemotron-h"]) == expected
+    assert tensor_layout(hybrid_models["tiny-nemotron-h"]) == expected
 
 
 def test_qwen35_metadata(hybrid_models: dict[str, Path]) -> None:
     p = synthetic.get_preset("tiny-qwen35")
     reader = gguf.GGUFReader(hybrid_models["tiny-qwen35"])
-    assert _field(reader, "general.architecture") == "qwen35"
+    assert metadata_field(reader, "general.architecture") == "qwen35"
     expected = {
         "block_count": p.n_layer, "context_length": p.context_length, "embedding_length": p.n_embd,
         "feed_forward_length": p.n_ff, "attention.head_count": p.n_head, "attention.head_count_kv": p.n_head_kv,
@@ -243,18 +232,18 @@ def test_qwen35_metadata(hybrid_models: dict[str, Path]) -> None:
         "full_attention_interval": p.full_attention_interval,
     }
     for key, value in expected.items():
-        assert _field(reader, f"qwen35.{key}") == value, key
-    assert _field(reader, "qwen35.rope.freq_base") == pytest.approx(p.rope_freq_base)
-    assert _field(reader, "qwen35.attention.layer_norm_rms_epsilon") == pytest.approx(p.rms_norm_eps)
+        assert metadata_field(reader, f"qwen35.{key}") == value, key
+    assert metadata_field(reader, "qwen35.rope.freq_base") == pytest.approx(p.rope_freq_base)
+    assert metadata_field(reader, "qwen35.attention.layer_norm_rms_epsilon") == pytest.approx(p.rms_norm_eps)
 
 
 def test_nemotron_h_metadata(hybrid_models: dict[str, Path]) -> None:
     p = synthetic.get_preset("tiny-nemotron-h")
     reader = gguf.GGUFReader(hybrid_models["tiny-nemotron-h"])
-    assert _field(reader, "general.architecture") == "nemotron_h"
+    assert metadata_field(reader, "general.architecture") == "nemotron_h"
     # Per layer of M-M*-: llama.cpp reads both zero as Mamba-2, KV heads alone as attention, an FFN as an MLP.
-    assert _field(reader, "nemotron_h.feed_forward_length") == [0, p.n_ff, 0, 0, p.n_ff]
-    assert _field(reader, "nemotron_h.attention.head_count_kv") == [0, 0, 0, p.n_head_kv, 0]
+    assert metadata_field(reader, "nemotron_h.feed_forward_length") == [0, p.n_ff, 0, 0, p.n_ff]
+    assert metadata_field(reader, "nemotron_h.attention.head_count_kv") == [0, 0, 0, p.n_head_kv, 0]
     expected = {
         "block_count": p.n_layer, "context_length": p.context_length, "embedding_length": p.n_embd,
         "attention.head_count": p.n_head, "attention.key_length": p.head_dim, "attention.value_length": p.head_dim,
@@ -262,8 +251,8 @@ def test_nemotron_h_metadata(hybrid_models: dict[str, Path]) -> None:
         "ssm.time_step_rank": p.ssm_dt_rank, "ssm.group_count": p.ssm_n_group,
     }
     for key, value in expected.items():
-        assert _field(reader, f"nemotron_h.{key}") == value, key
-    assert _field(reader, "nemotron_h.attention.layer_norm_rms_epsilon") == pytest.approx(p.rms_norm_eps)
+        assert metadata_field(reader, f"nemotron_h.{key}") == value, key
+    assert metadata_field(reader, "nemotron_h.attention.layer_norm_rms_epsilon") == pytest.approx(p.rms_norm_eps)
     # No rope, and nothing of qwen35's layer placement.
     assert not [f for f in reader.fields if f.startswith("nemotron_h.rope") or "full_attention" in f]
 
@@ -272,9 +261,9 @@ def test_full_size_metadata_places_the_layers(tmp_path: Path) -> None:
     # The real shapes' header only (a sparse shape model): per-layer arrays follow the 52-layer pattern.
     reader = gguf.GGUFReader(synthetic.write_shape_model("nemotron-h", None, tmp_path / "shape.gguf"))
     pattern = synthetic.get_preset("nemotron-h").layer_pattern
-    kv = _field(reader, "nemotron_h.attention.head_count_kv")
+    kv = metadata_field(reader, "nemotron_h.attention.head_count_kv")
     assert [i for i, n in enumerate(kv) if n] == [i for i, kind in enumerate(pattern) if kind == "*"]
-    assert sum(1 for n in _field(reader, "nemotron_h.feed_forward_length") if n) == 24
+    assert sum(1 for n in metadata_field(reader, "nemotron_h.feed_forward_length") if n) == 24
     tensors = {t.name: t.shape.tolist() for t in reader.tensors}
     assert tensors["blk.7.attn_q.weight"] == [4096, 4096] and "blk.7.ssm_in.weight" not in tensors
     assert tensors["blk.0.ssm_in.weight"] == [4096, 2 * 8192 + 2 * 8 * 128 + 128]
@@ -301,20 +290,13 @@ def test_hybrid_weights_are_finite_and_signed(name: str, hybrid_models: dict[str
 
 @pytest.mark.parametrize("name", HYBRID_PRESETS)
 def test_hybrid_models_are_deterministic(name: str, hybrid_models: dict[str, Path], tmp_path: Path) -> None:
-    again = synthetic.make_model(name, seed=1, n_layer=None, out_path=tmp_path / "again.gguf")
-    assert synthetic.sha256_of(again) == synthetic.sha256_of(hybrid_models[name])
-    other = synthetic.make_model(name, seed=2, n_layer=None, out_path=tmp_path / "seed2.gguf")
-    assert synthetic.sha256_of(other) != synthetic.sha256_of(hybrid_models[name])
+    assert_deterministic(name, hybrid_models[name], tmp_path)
 
 
 @pytest.mark.parametrize("name", HYBRID_PRESETS)
 def test_hybrid_draws_do_not_depend_on_layer_count(name: str, hybrid_models: dict[str, Path], tmp_path: Path) -> None:
-    one_layer = synthetic.make_model(name, seed=1, n_layer=1, out_path=tmp_path / "one.gguf")
-    full = {t.name: t for t in gguf.GGUFReader(hybrid_models[name]).tensors}
     residual = ("attn_output.weight", "ssm_out.weight", "ffn_down.weight")
-    for tensor in gguf.GGUFReader(one_layer).tensors:
-        if not tensor.name.endswith(residual):
-            assert np.array_equal(tensor.data, full[tensor.name].data), tensor.name
+    assert_draws_do_not_depend_on_layer_count(name, hybrid_models[name], tmp_path, residual)
 
 
 def test_cli_help_lists_the_hybrid_presets(capsys: pytest.CaptureFixture[str]) -> None:
@@ -335,19 +317,7 @@ def test_tiny_hybrid_is_exact_on_the_cpu_with_the_switch_on(name: str, switch: s
     """The recurrent layers' convolutions, scans and state updates on the CPU backend: every verify batch's
     logits are those of one-token decoding with the switch on, and differ with it off (the control)."""
     model = synthetic.quantize(hybrid_models[name], tmp_path / "q.gguf", "Q4_K_M", quantizer)
-    report = tmp_path / "replay.json"
-    result = subprocess.run([str(replay_tool), "replay", "--model", str(model), "--batches", "2,3,4,5,8,16",
-                             "--n-prompt", "16", "--n-gen", "96", "--ctx", "512", "--threads", "2",
-                             "--json", str(report)],
-                            check=False, capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "GGML_BATCH_INVARIANT": switch, "GGML_CUDA_BATCH_INVARIANT": switch})
-    assert result.returncode == 0, result.stdout + result.stderr
-    differing = {row["b"]: row["positions_differ"] for row in json.loads(report.read_text())["results"]}
-    assert differing[1] == 0
-    if identical:
-        assert all(count == 0 for count in differing.values()), differing
-    else:
-        assert any(count > 0 for b, count in differing.items() if b > 1), differing
+    assert_replay_on_the_cpu(model, replay_tool, tmp_path / "replay.json", switch, identical)
 
 
 @pytest.fixture(scope="module")

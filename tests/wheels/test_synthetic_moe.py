@@ -18,6 +18,10 @@ from gguf.quants import dequantize
 
 from hiraishin_llama import synthetic
 
+from tests.wheels.synthetic_checks import (assert_deterministic, assert_draws_do_not_depend_on_layer_count,
+                                          assert_replay_on_the_cpu, embedding_and_output_layout, make_models,
+                                          metadata_field, tensor_layout)
+
 T = gguf.GGMLQuantizationType
 MOE_PRESETS = ("tiny-qwen3moe", "tiny-gpt-oss", "tiny-qwen2moe")
 
@@ -25,19 +29,9 @@ MOE_PRESETS = ("tiny-qwen3moe", "tiny-gpt-oss", "tiny-qwen2moe")
 @pytest.fixture(scope="module")
 def moe_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The tiny MoE presets at seed 1 (F16), written once for this module."""
-    directory = tmp_path_factory.mktemp("moe")
-    return {name: synthetic.make_model(name, seed=1, n_layer=None, out_path=directory / f"{name}.gguf")
-            for name in MOE_PRESETS}
+    return make_models(tmp_path_factory.mktemp("moe"), MOE_PRESETS)
 
 
-def _field(reader: gguf.GGUFReader, key: str):
-    field = reader.get_field(key)
-    assert field is not None, f"missing metadata key {key}"
-    return field.contents()
-
-
-def _layout(path: Path) -> dict[str, tuple[list[int], str]]:
-    return {t.name: (t.shape.tolist(), t.tensor_type.name) for t in gguf.GGUFReader(path).tensors}
 
 
 def test_public_preset_api() -> None:
@@ -118,10 +112,10 @@ def test_a_dense_preset_with_experts_is_rejected() -> None:
 
 def _assert_experts(reader: gguf.GGUFReader, arch: str, p: synthetic.Preset) -> None:
     """The architecture name and the expert counts every MoE architecture writes under its own prefix."""
-    assert _field(reader, "general.architecture") == arch
-    assert _field(reader, f"{arch}.expert_count") == p.n_expert
-    assert _field(reader, f"{arch}.expert_used_count") == p.n_expert_used
-    assert _field(reader, f"{arch}.expert_feed_forward_length") == p.n_ff_exp
+    assert metadata_field(reader, "general.architecture") == arch
+    assert metadata_field(reader, f"{arch}.expert_count") == p.n_expert
+    assert metadata_field(reader, f"{arch}.expert_used_count") == p.n_expert_used
+    assert metadata_field(reader, f"{arch}.expert_feed_forward_length") == p.n_ff_exp
 
 
 def test_qwen3moe_metadata(moe_models: dict[str, Path]) -> None:
@@ -135,9 +129,9 @@ def test_qwen3moe_metadata(moe_models: dict[str, Path]) -> None:
         "rope.dimension_count": p.head_dim,
     }
     for key, value in expected.items():
-        assert _field(reader, f"qwen3moe.{key}") == value, key
-    assert _field(reader, "qwen3moe.rope.freq_base") == pytest.approx(p.rope_freq_base)
-    assert _field(reader, "qwen3moe.attention.layer_norm_rms_epsilon") == pytest.approx(p.rms_norm_eps)
+        assert metadata_field(reader, f"qwen3moe.{key}") == value, key
+    assert metadata_field(reader, "qwen3moe.rope.freq_base") == pytest.approx(p.rope_freq_base)
+    assert metadata_field(reader, "qwen3moe.attention.layer_norm_rms_epsilon") == pytest.approx(p.rms_norm_eps)
     # qwen3moe has neither sliding windows nor rope scaling.
     assert not [f for f in reader.fields if "sliding_window" in f or "rope.scaling" in f]
 
@@ -146,12 +140,12 @@ def test_gpt_oss_metadata(moe_models: dict[str, Path]) -> None:
     p = synthetic.get_preset("tiny-gpt-oss")
     reader = gguf.GGUFReader(moe_models["tiny-gpt-oss"])
     _assert_experts(reader, "gpt-oss", p)
-    assert _field(reader, "gpt-oss.attention.sliding_window") == p.sliding_window
-    assert _field(reader, "gpt-oss.rope.scaling.type") == "yarn"
-    assert _field(reader, "gpt-oss.rope.scaling.factor") == pytest.approx(p.rope_scaling_factor)
-    assert _field(reader, "gpt-oss.rope.scaling.original_context_length") == p.rope_scaling_orig_ctx
-    assert _field(reader, "gpt-oss.rope.freq_base") == pytest.approx(150000.0)
-    assert _field(reader, "gpt-oss.attention.layer_norm_rms_epsilon") == pytest.approx(1e-5)
+    assert metadata_field(reader, "gpt-oss.attention.sliding_window") == p.sliding_window
+    assert metadata_field(reader, "gpt-oss.rope.scaling.type") == "yarn"
+    assert metadata_field(reader, "gpt-oss.rope.scaling.factor") == pytest.approx(p.rope_scaling_factor)
+    assert metadata_field(reader, "gpt-oss.rope.scaling.original_context_length") == p.rope_scaling_orig_ctx
+    assert metadata_field(reader, "gpt-oss.rope.freq_base") == pytest.approx(150000.0)
+    assert metadata_field(reader, "gpt-oss.attention.layer_norm_rms_epsilon") == pytest.approx(1e-5)
     # Real gpt-oss GGUFs write no SWA pattern: llama.cpp's default period 2 applies.
     assert reader.get_field("gpt-oss.attention.sliding_window_pattern") is None
 
@@ -160,8 +154,8 @@ def test_qwen2moe_metadata(moe_models: dict[str, Path]) -> None:
     p = synthetic.get_preset("tiny-qwen2moe")
     reader = gguf.GGUFReader(moe_models["tiny-qwen2moe"])
     _assert_experts(reader, "qwen2moe", p)
-    assert _field(reader, "qwen2moe.expert_shared_feed_forward_length") == p.n_ff_shexp
-    assert _field(reader, "qwen2moe.feed_forward_length") == p.n_ff
+    assert metadata_field(reader, "qwen2moe.expert_shared_feed_forward_length") == p.n_ff_shexp
+    assert metadata_field(reader, "qwen2moe.feed_forward_length") == p.n_ff
 
 
 def _expert_layout(p: synthetic.Preset, blk: str, biases: bool) -> dict[str, tuple[list[int], str]]:
@@ -204,13 +198,8 @@ def test_qwen3moe_tensors(moe_models: dict[str, Path]) -> None:
             f"{blk}.ffn_norm.weight": ([d], "F32"),
             **_expert_layout(p, blk, biases=False),
         })
-    assert _layout(moe_models["tiny-qwen3moe"]) == expected
+    assert tensor_layout(moe_models["tiny-qwen3moe"]) == expected
 
-
-def _embedding_and_output_layout(p: synthetic.Preset) -> dict[str, tuple[list[int], str]]:
-    d = p.n_embd
-    return {"token_embd.weight": ([d, p.n_vocab], "F16"), "output_norm.weight": ([d], "F32"),
-            "output.weight": ([d, p.n_vocab], "F16")}
 
 
 def _biased_qkv_layout(p: synthetic.Preset, blk: str) -> dict[str, tuple[list[int], str]]:
@@ -227,7 +216,7 @@ def test_gpt_oss_tensors(moe_models: dict[str, Path]) -> None:
     p = synthetic.get_preset("tiny-gpt-oss")
     n_q, d = p.n_head * p.head_dim, p.n_embd
     # As llama_model_openai_moe::load_arch_tensors creates them.
-    expected = _embedding_and_output_layout(p)
+    expected = embedding_and_output_layout(p)
     for layer in range(p.n_layer):
         blk = f"blk.{layer}"
         expected.update({
@@ -238,7 +227,7 @@ def test_gpt_oss_tensors(moe_models: dict[str, Path]) -> None:
             f"{blk}.post_attention_norm.weight": ([d], "F32"),
             **_expert_layout(p, blk, biases=True),
         })
-    assert _layout(moe_models["tiny-gpt-oss"]) == expected
+    assert tensor_layout(moe_models["tiny-gpt-oss"]) == expected
 
 
 def test_qwen2moe_tensors(moe_models: dict[str, Path]) -> None:
@@ -246,7 +235,7 @@ def test_qwen2moe_tensors(moe_models: dict[str, Path]) -> None:
     d, sh = p.n_embd, p.n_ff_shexp
     # As llama_model_qwen2moe::load_arch_tensors creates them: q and output are n_embd x n_embd.
     assert p.n_head * p.head_dim == d
-    expected = _embedding_and_output_layout(p)
+    expected = embedding_and_output_layout(p)
     for layer in range(p.n_layer):
         blk = f"blk.{layer}"
         expected.update({
@@ -259,26 +248,19 @@ def test_qwen2moe_tensors(moe_models: dict[str, Path]) -> None:
             f"{blk}.ffn_up_shexp.weight": ([d, sh], "F16"),
             f"{blk}.ffn_down_shexp.weight": ([sh, d], "F16"),
         })
-    assert _layout(moe_models["tiny-qwen2moe"]) == expected
+    assert tensor_layout(moe_models["tiny-qwen2moe"]) == expected
 
 
 @pytest.mark.parametrize("name", MOE_PRESETS)
 def test_moe_models_are_deterministic(name: str, moe_models: dict[str, Path], tmp_path: Path) -> None:
-    again = synthetic.make_model(name, seed=1, n_layer=None, out_path=tmp_path / "again.gguf")
-    assert synthetic.sha256_of(again) == synthetic.sha256_of(moe_models[name])
-    other = synthetic.make_model(name, seed=2, n_layer=None, out_path=tmp_path / "seed2.gguf")
-    assert synthetic.sha256_of(other) != synthetic.sha256_of(moe_models[name])
+    assert_deterministic(name, moe_models[name], tmp_path)
 
 
 @pytest.mark.parametrize("name", MOE_PRESETS)
 def test_moe_draws_do_not_depend_on_layer_count(name: str, moe_models: dict[str, Path], tmp_path: Path) -> None:
-    one_layer = synthetic.make_model(name, seed=1, n_layer=1, out_path=tmp_path / "one.gguf")
-    full = {t.name: t for t in gguf.GGUFReader(moe_models[name]).tensors}
     residual = ("attn_output.weight", "attn_output.bias", "ffn_down_exps.weight", "ffn_down_exps.bias",
                 "ffn_down_shexp.weight")
-    for tensor in gguf.GGUFReader(one_layer).tensors:
-        if not tensor.name.endswith(residual):
-            assert np.array_equal(tensor.data, full[tensor.name].data), tensor.name
+    assert_draws_do_not_depend_on_layer_count(name, moe_models[name], tmp_path, residual)
 
 
 def test_moe_weights_are_scaled(moe_models: dict[str, Path]) -> None:
@@ -371,7 +353,7 @@ def test_direct_moe_model_writes_every_planned_type(tmp_path: Path) -> None:
     quantizer = _planning_quantizer(tmp_path, plans)
     model = synthetic.make_direct_model("tiny-gpt-oss", 1, None, "MXFP4_MOE", tmp_path / "m.gguf", quantizer)
     reader = gguf.GGUFReader(model)
-    assert _field(reader, "general.file_type") == int(gguf.LlamaFileType.MOSTLY_MXFP4_MOE)
+    assert metadata_field(reader, "general.file_type") == int(gguf.LlamaFileType.MOSTLY_MXFP4_MOE)
     f16 = synthetic.make_model("tiny-gpt-oss", 1, None, tmp_path / "f16.gguf")
     reference = {t.name: t for t in gguf.GGUFReader(f16).tensors}
     seen = set()
@@ -423,8 +405,8 @@ def test_direct_moe_model_matches_real_quantization(name: str, qtype: str, quant
                                                     moe_models: dict[str, Path], tmp_path: Path) -> None:
     direct = synthetic.make_direct_model(name, 1, None, qtype, tmp_path / "direct.gguf", quantizer)
     real = synthetic.quantize(moe_models[name], tmp_path / "real.gguf", qtype, quantizer)
-    real_layout = _layout(real)
-    assert _layout(direct) == real_layout
+    real_layout = tensor_layout(real)
+    assert tensor_layout(direct) == real_layout
     # llama-quantize keeps the router in F32.
     assert real_layout["blk.0.ffn_gate_inp.weight"][1] == "F32"
     if qtype == "MXFP4_MOE":
@@ -470,20 +452,5 @@ def test_tiny_qwen2moe_is_exact_on_the_cpu_with_the_switch_on(switch: str, ident
     """The shared expert's products, its sigmoid gate and the sum with the routed experts, on the CPU backend:
     every verify batch's logits are those of one-token decoding with the switch on, and differ with it off
     (the control that shows the comparison can fail)."""
-    import json
-    import os
-
     model = synthetic.quantize(moe_models["tiny-qwen2moe"], tmp_path / "q.gguf", "Q4_K_M", quantizer)
-    report = tmp_path / "replay.json"
-    result = subprocess.run([str(replay_tool), "replay", "--model", str(model), "--batches", "2,3,4,5,8,16",
-                             "--n-prompt", "16", "--n-gen", "96", "--ctx", "512", "--threads", "2",
-                             "--json", str(report)],
-                            check=False, capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "GGML_BATCH_INVARIANT": switch, "GGML_CUDA_BATCH_INVARIANT": switch})
-    assert result.returncode == 0, result.stdout + result.stderr
-    differing = {row["b"]: row["positions_differ"] for row in json.loads(report.read_text())["results"]}
-    assert differing[1] == 0
-    if identical:
-        assert all(count == 0 for count in differing.values()), differing
-    else:
-        assert any(count > 0 for b, count in differing.items() if b > 1), differing
+    assert_replay_on_the_cpu(model, replay_tool, tmp_path / "replay.json", switch, identical)

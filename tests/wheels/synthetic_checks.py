@@ -1,0 +1,73 @@
+"""Checks that the tests of synthetic.py's preset families (test_synthetic_moe.py, test_synthetic_hybrid.py) share:
+reading a written model's metadata and tensor layout, and the two properties every preset's models must have
+(the same seed gives the same bytes; a tensor's values do not depend on how many layers the model has)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gguf
+import numpy as np
+from hiraishin_llama import synthetic
+
+
+def make_models(directory: Path, names: tuple[str, ...]) -> dict[str, Path]:
+    """Each preset at seed 1, all its layers (F16)."""
+    return {name: synthetic.make_model(name, seed=1, n_layer=None, out_path=directory / f"{name}.gguf")
+            for name in names}
+
+
+def metadata_field(reader: gguf.GGUFReader, key: str):
+    field = reader.get_field(key)
+    assert field is not None, f"missing metadata key {key}"
+    return field.contents()
+
+
+def tensor_layout(path: Path) -> dict[str, tuple[list[int], str]]:
+    return {t.name: (t.shape.tolist(), t.tensor_type.name) for t in gguf.GGUFReader(path).tensors}
+
+
+def embedding_and_output_layout(p: synthetic.Preset) -> dict[str, tuple[list[int], str]]:
+    d = p.n_embd
+    return {"token_embd.weight": ([d, p.n_vocab], "F16"), "output_norm.weight": ([d], "F32"),
+            "output.weight": ([d, p.n_vocab], "F16")}
+
+
+def assert_deterministic(name: str, made: Path, tmp_path: Path) -> None:
+    """The same seed writes the same bytes, another seed others."""
+    again = synthetic.make_model(name, seed=1, n_layer=None, out_path=tmp_path / "again.gguf")
+    assert synthetic.sha256_of(again) == synthetic.sha256_of(made)
+    other = synthetic.make_model(name, seed=2, n_layer=None, out_path=tmp_path / "seed2.gguf")
+    assert synthetic.sha256_of(other) != synthetic.sha256_of(made)
+
+
+def assert_draws_do_not_depend_on_layer_count(name: str, made: Path, tmp_path: Path,
+                                              residual: tuple[str, ...]) -> None:
+    """A one-layer model holds the full model's first-layer values, but the ``residual`` projections (scaled by
+    the layer count)."""
+    one_layer = synthetic.make_model(name, seed=1, n_layer=1, out_path=tmp_path / "one.gguf")
+    full = {t.name: t for t in gguf.GGUFReader(made).tensors}
+    for tensor in gguf.GGUFReader(one_layer).tensors:
+        if not tensor.name.endswith(residual):
+            assert np.array_equal(tensor.data, full[tensor.name].data), tensor.name
+
+
+def assert_replay_on_the_cpu(model: Path, replay_tool: Path, report: Path, switch: str, identical: bool) -> None:
+    """A short CPU replay of ``model`` at b = 2, 3, 4, 5, 8 and 16 with the switch as given: every position
+    identical to one-token decoding (``identical``), or some differing past b = 1 (the control)."""
+    import json
+    import os
+    import subprocess
+
+    result = subprocess.run([str(replay_tool), "replay", "--model", str(model), "--batches", "2,3,4,5,8,16",
+                             "--n-prompt", "16", "--n-gen", "96", "--ctx", "512", "--threads", "2",
+                             "--json", str(report)],
+                            check=False, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "GGML_BATCH_INVARIANT": switch, "GGML_CUDA_BATCH_INVARIANT": switch})
+    assert result.returncode == 0, result.stdout + result.stderr
+    differing = {row["b"]: row["positions_differ"] for row in json.loads(report.read_text())["results"]}
+    assert differing[1] == 0
+    if identical:
+        assert all(count == 0 for count in differing.values()), differing
+    else:
+        assert any(count > 0 for b, count in differing.items() if b > 1), differing
