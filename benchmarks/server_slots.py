@@ -36,9 +36,10 @@ from hiraishin_build.smoke import llama_server  # noqa: E402
 from server_exact import DRAFT_ARGS, PROMPTS, SWITCH_ENV, Answer, complete, get_json  # noqa: E402
 
 
-def server_args(model: Path, slots: int, *, draft: bool, kv_unified: bool, ctx_per_slot: int) -> list[str]:
+def server_args(model: Path, slots: int, *, draft: bool, kv_unified: bool, ctx_per_slot: int,
+                extra: tuple[str, ...] = ()) -> list[str]:
     args = ["-m", str(model), "-c", str(ctx_per_slot * slots), "-np", str(slots), "-t", "2",
-            "-kvu" if kv_unified else "-no-kvu"]
+            "-kvu" if kv_unified else "-no-kvu", *extra]
     if draft:
         args += ["-md", str(model), *DRAFT_ARGS]
     return args
@@ -79,13 +80,14 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
 
 
 def switch_state(venv: Path, model: Path, log_dir: Path, *, switch_on: bool, slots: int, prompts: tuple[str, ...],
-                 n_predict: int, draft: bool, kv_unified: bool) -> dict:
+                 n_predict: int, draft: bool, kv_unified: bool, extra: tuple[str, ...] = ()) -> dict:
     name = "on" if switch_on else "off"
     env = SWITCH_ENV[switch_on]
-    alone, alone_run = answers(venv, server_args(model, 1, draft=draft, kv_unified=kv_unified, ctx_per_slot=2048),
+    alone, alone_run = answers(venv, server_args(model, 1, draft=draft, kv_unified=kv_unified, ctx_per_slot=2048,
+                                                 extra=extra),
                                env, log_dir / f"alone-{name}.log", prompts, n_predict, clients=1)
     shared, shared_run = answers(venv, server_args(model, slots, draft=draft, kv_unified=kv_unified,
-                                                   ctx_per_slot=2048),
+                                                   ctx_per_slot=2048, extra=extra),
                                  env, log_dir / f"slots{slots}-{name}.log", prompts, n_predict, clients=slots)
     rows = []
     for number in range(len(prompts)):
@@ -108,6 +110,9 @@ def main() -> None:
     parser.add_argument("--draft", action="store_true", help="both servers draft with the model itself")
     parser.add_argument("--kv-unified", choices=("on", "off"), default="on",
                         help="one KV cache for all slots (-kvu, the server's default for several slots) or one each")
+    parser.add_argument("--server-arg", action="append", default=[], metavar="ARG",
+                        help="one more llama-server argument for both servers (repeat it), e.g. --server-arg=-ub "
+                             "--server-arg=16")
     parser.add_argument("--log-dir", type=Path, default=Path("server-slots-logs"))
     parser.add_argument("--json", type=Path)
     parser.add_argument("--device", default=f"{platform.machine()}, {platform.processor() or 'cpu'}")
@@ -120,7 +125,7 @@ def main() -> None:
     for name in (("on", "off") if args.switch == "both" else (args.switch,)):
         states[name] = switch_state(args.venv, args.model, args.log_dir, switch_on=name == "on", slots=args.slots,
                                     prompts=prompts, n_predict=args.n_predict, draft=args.draft,
-                                    kv_unified=args.kv_unified == "on")
+                                    kv_unified=args.kv_unified == "on", extra=tuple(args.server_arg))
         print(f"switch {name}: {states[name]['identical']}/{states[name]['compared']} requests identical to their "
               f"-np 1 run; first differing tokens {[r['first_diff_token'] for r in states[name]['per_prompt']]}",
               flush=True)
@@ -130,7 +135,7 @@ def main() -> None:
     report = {"tool": "benchmarks/server_slots.py", "commit": commit,
               "recorded": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "device": args.device, "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "wheel": version,
-              "model": args.model.name, "slots": args.slots, "draft": args.draft, "kv_unified": args.kv_unified,
+              "model": args.model.name, "slots": args.slots, "server_args": args.server_arg, "draft": args.draft, "kv_unified": args.kv_unified,
               "n_predict": args.n_predict, "states": states}
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
