@@ -26,9 +26,11 @@ the fourth layer; 4 layers) and nemotron-h Q4_K_M (Nemotron-H-8B shapes:
 Mamba-2, MLP and attention layers in its real pattern; 8 layers); on the CPU
 tiny-qwen35 and tiny-nemotron-h Q4_K_M. A build claims hybrid models exact
 on a backend only where its build info lists the backend under
-exact_hybrid_backends (none yet: the rejected-draft path, which restores a
-recurrent state from a checkpoint, is not proven); elsewhere they are
-reported, not judged. A --model with recurrent layers is tested the same way.
+exact_hybrid_backends (none yet: on the CPU backend the cases, rejected
+drafts rolled back through checkpoints and llama-server are measured, but
+no hybrid model has been replayed on CUDA, and the coverage data names an
+architecture for every backend at once); elsewhere they are reported, not
+judged. A --model with recurrent layers is tested the same way.
 
 On CUDA the default run also has a model of each of the weight types users
 pick most beside Q4_K_M and Q6_K (--no-types leaves them out): Q8_0, Q5_K_M,
