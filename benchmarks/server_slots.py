@@ -36,9 +36,12 @@ from hiraishin_build.smoke import llama_server  # noqa: E402
 from server_exact import DRAFT_ARGS, PROMPTS, SWITCH_ENV, Answer, complete, get_json  # noqa: E402
 
 
-def server_args(model: Path, slots: int, *, draft: bool, kv_unified: bool, ctx_per_slot: int,
-                extra: tuple[str, ...] = ()) -> list[str]:
-    args = ["-m", str(model), "-c", str(ctx_per_slot * slots), "-np", str(slots), "-t", "2",
+# Context cells a slot gets, as server_exact.py's one-slot server has: a prompt and 200 tokens fit.
+CTX_PER_SLOT = 2048
+
+
+def server_args(model: Path, slots: int, *, draft: bool, kv_unified: bool, extra: tuple[str, ...] = ()) -> list[str]:
+    args = ["-m", str(model), "-c", str(CTX_PER_SLOT * slots), "-np", str(slots), "-t", "2",
             "-kvu" if kv_unified else "-no-kvu", *extra]
     if draft:
         args += ["-md", str(model), *DRAFT_ARGS]
@@ -83,11 +86,9 @@ def switch_state(venv: Path, model: Path, log_dir: Path, *, switch_on: bool, slo
                  n_predict: int, draft: bool, kv_unified: bool, extra: tuple[str, ...] = ()) -> dict:
     name = "on" if switch_on else "off"
     env = SWITCH_ENV[switch_on]
-    alone, alone_run = answers(venv, server_args(model, 1, draft=draft, kv_unified=kv_unified, ctx_per_slot=2048,
-                                                 extra=extra),
+    alone, alone_run = answers(venv, server_args(model, 1, draft=draft, kv_unified=kv_unified, extra=extra),
                                env, log_dir / f"alone-{name}.log", prompts, n_predict, clients=1)
-    shared, shared_run = answers(venv, server_args(model, slots, draft=draft, kv_unified=kv_unified,
-                                                   ctx_per_slot=2048, extra=extra),
+    shared, shared_run = answers(venv, server_args(model, slots, draft=draft, kv_unified=kv_unified, extra=extra),
                                  env, log_dir / f"slots{slots}-{name}.log", prompts, n_predict, clients=slots)
     rows = []
     for number in range(len(prompts)):

@@ -4,6 +4,9 @@ reading a written model's metadata and tensor layout, and the two properties eve
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 from pathlib import Path
 
 import gguf
@@ -55,10 +58,6 @@ def assert_draws_do_not_depend_on_layer_count(name: str, made: Path, tmp_path: P
 def assert_replay_on_the_cpu(model: Path, replay_tool: Path, report: Path, switch: str, identical: bool) -> None:
     """A short CPU replay of ``model`` at b = 2, 3, 4, 5, 8 and 16 with the switch as given: every position
     identical to one-token decoding (``identical``), or some differing past b = 1 (the control)."""
-    import json
-    import os
-    import subprocess
-
     result = subprocess.run([str(replay_tool), "replay", "--model", str(model), "--batches", "2,3,4,5,8,16",
                              "--n-prompt", "16", "--n-gen", "96", "--ctx", "512", "--threads", "2",
                              "--json", str(report)],

@@ -134,8 +134,8 @@ def hybrid_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_model_kind_reads_recurrent_layers(hybrid_gguf: Path, tiny_model: Path) -> None:
     kind = _args.model_kind(hybrid_gguf)
-    assert kind is not None and kind.architecture == "qwen35" and kind.is_hybrid and not kind.is_moe
-    assert not _args.model_kind(tiny_model).is_hybrid
+    assert kind is not None and kind.architecture == "qwen35" and kind.recurrent and not kind.is_moe
+    assert not _args.model_kind(tiny_model).recurrent
 
 
 def test_a_users_hybrid_model_is_reported(stand_in: Path, hybrid_gguf: Path, tmp_path: Path,  # noqa: F811

@@ -158,19 +158,12 @@ class ModelKind:
     n_expert_used: int
     """Experts each token uses ({architecture}.expert_used_count); 0 for a dense model."""
     recurrent: bool = False
-    """It has recurrent layers (state-space, gated delta net, short convolution or RWKV keys in its metadata)."""
+    """It has recurrent layers: a metadata key that coverage.json's recurrent.key_markers name (ssm.*,
+    shortconv.*, wkv.*), as hiraishin-llama-coverage finds them."""
 
     @property
     def is_moe(self) -> bool:
         return self.n_expert > 0
-
-    @property
-    def is_hybrid(self) -> bool:
-        return self.recurrent
-
-
-# Metadata keys of recurrent layers, after "{architecture}": llama.cpp's ssm.*, shortconv.* and wkv.* keys.
-RECURRENT_KEY_MARKERS = (".ssm.", ".shortconv.", ".wkv.")
 
 
 def _field_value(field: object) -> str | int:
@@ -195,6 +188,12 @@ def model_kind(path: Path) -> ModelKind | None:
         n_expert, n_expert_used = (int(_field_value(field)) if field is not None else 0 for field in counts)
     except (OSError, ValueError, KeyError, IndexError, TypeError):
         return None
-    recurrent = any(key.startswith(architecture) and any(marker in key[len(architecture):] for marker in RECURRENT_KEY_MARKERS)
+    from . import coverage  # here: coverage imports this module
+
+    try:
+        markers = coverage.load_coverage().recurrent_key_markers
+    except coverage.DataError:
+        return None  # no markers to tell a recurrent model by: judged as the caller judges an unreadable one
+    recurrent = any(key.startswith(architecture) and any(marker in key[len(architecture):] for marker in markers)
                     for key in fields)
     return ModelKind(architecture, n_expert, n_expert_used, recurrent)

@@ -672,9 +672,8 @@ def main(argv: list[str] | None = None) -> int:
     extra_types = list(TYPE_QUANTS[backend]) if run_types else []
     synthetic_sets = [] if args.model is not None else [
         SyntheticModels(preset, n_layer, (*quants, *extra_types), named=main_moe or main_hybrid),
-        *(SyntheticModels(m.preset, m.n_layer, (m.quant,), named=True) for m in (MOE_MODELS[backend] if run_moe else ())),
         *(SyntheticModels(m.preset, m.n_layer, (m.quant,), named=True)
-          for m in (HYBRID_MODELS[backend] if run_hybrid else ())),
+          for m in (*(MOE_MODELS[backend] if run_moe else ()), *(HYBRID_MODELS[backend] if run_hybrid else ()))),
     ]
     # Models to make need the quantizer and a work directory that takes files; models made before do not.
     must_write = work_dir is not None and not all(
@@ -702,7 +701,7 @@ def main(argv: list[str] | None = None) -> int:
                   "known to be dense: it is judged as a mixture-of-experts model", file=sys.stderr)
         cases = default_cases(backend, [args.model.name], kv_types, gpu_layers or None,
                               moe=kind is None or kind.is_moe, experts_on_cpu_case=kind is not None and kind.is_moe,
-                              hybrid=kind is not None and kind.is_hybrid)
+                              hybrid=kind is not None and kind.recurrent)
     else:
         cases = default_cases(backend, quants, kv_types, gpu_layers or None, moe=main_moe,
                               preset=preset if main_moe or main_hybrid else None, hybrid=main_hybrid)
