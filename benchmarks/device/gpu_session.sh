@@ -10,6 +10,7 @@
 #   gpu_session.sh optests types   # the batch-invariance families over ggml's type table, switch on and a control
 #   gpu_session.sh optests match RE  # every batch-invariance case whose name matches RE, switch on and off
 #   gpu_session.sh replay-spec     # hiraishin-replay spec: self-draft and a 1-layer draft, switch on; switch-off control
+#   gpu_session.sh replay-spec-hybrid  # the same on the smoke's hybrids (qwen35 4 layers, nemotron-h 8), a Q8_0 draft of the same weights
 #   gpu_session.sh install         # PEP 503 index, fresh venv, pip install [cu13], --version
 #   gpu_session.sh smoke [ARGS]    # hiraishin-llama-smoke in that venv
 #   gpu_session.sh spec            # llama-speculative-simple vs llama-server greedy
@@ -182,6 +183,32 @@ replay-spec)
             --model "$target" --draft-model "$draft_model" --prompts "${SPEC_PROMPTS:-8}" --n-gen 600 --expect "$expect" \
             --json "$OUT/spec-$switch-$name.json" > "$OUT/spec-$switch-$name.log" 2>&1 || rc=1
         echo "== spec switch $switch, draft $name (expect $expect) in $(( $(date +%s) - t ))s"; tail -3 "$OUT/spec-$switch-$name.log"
+    done
+    exit $rc
+    ;;
+replay-spec-hybrid)
+    # hiraishin-replay spec on the smoke's hybrid models (Q4_K_M, made by the smoke phase) with a Q8_0 draft of the
+    # same weights: it agrees often enough to speculate and disagrees often enough that rejected drafts roll the
+    # recurrent state back through checkpoints (a self-draft never does). Switch on, then off (the control).
+    models=~/.cache/hiraishin-llama/models
+    export PATH=$VENV/bin:$PATH
+    rc=0
+    for hybrid in qwen35:4 nemotron-h:8; do
+        preset=${hybrid%%:*}; layers=${hybrid#*:}
+        target=$models/$preset-${layers}l-seed1-Q4_K_M.gguf
+        draft=$models/$preset-${layers}l-seed1-Q8_0.gguf
+        [ -f "$target" ] || "$VENV/bin/python" -m hiraishin_llama.synthetic --preset "$preset" --n-layer "$layers" --seed 1 \
+            --quant Q4_K_M --out "$target" > /dev/null || exit 1
+        [ -f "$draft" ] || "$VENV/bin/python" -m hiraishin_llama.synthetic --preset "$preset" --n-layer "$layers" --seed 1 \
+            --quant Q8_0 --out "$draft" > /dev/null || exit 1
+        for switch in on off; do
+            expect=identical; [ "$switch" = off ] && expect=differ
+            t=$(date +%s)
+            env "GGML_BATCH_INVARIANT=$([ "$switch" = on ] && echo 1 || echo 0)" timeout 200 "$VENV/bin/hiraishin-replay" spec \
+                --model "$target" --draft-model "$draft" --prompts "${SPEC_PROMPTS:-2}" --n-gen 600 --expect "$expect" \
+                --json "$OUT/spec-$preset-$switch.json" > "$OUT/spec-$preset-$switch.log" 2>&1 || rc=1
+            echo "== spec $preset switch $switch, Q8_0 draft (expect $expect) in $(( $(date +%s) - t ))s"; tail -3 "$OUT/spec-$preset-$switch.log"
+        done
     done
     exit $rc
     ;;

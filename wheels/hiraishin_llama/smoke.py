@@ -16,8 +16,8 @@ CPU backend qwen3moe Q4_K_M, 1 layer. They generate 200 tokens, which after
 the 64-token prompt still cross KV cell 256. A build claims MoE models exact
 on a backend only where its build info lists the backend under
 exact_moe_backends; elsewhere the MoE cases are reported, not judged. The
-experts=CPU cases need a claim of their own (exact_moe_experts_on_cpu_backends,
-none yet). A --model that is a mixture-of-experts model is tested the same way.
+experts=CPU cases need a claim of their own (exact_moe_experts_on_cpu_backends).
+A --model that is a mixture-of-experts model is tested the same way.
 
 The default run also has hybrid models with recurrent layers (--no-hybrid
 leaves them out), a control each, KV f16, 200 generated tokens: on CUDA
@@ -26,11 +26,7 @@ the fourth layer; 4 layers) and nemotron-h Q4_K_M (Nemotron-H-8B shapes:
 Mamba-2, MLP and attention layers in its real pattern; 8 layers); on the CPU
 tiny-qwen35 and tiny-nemotron-h Q4_K_M. A build claims hybrid models exact
 on a backend only where its build info lists the backend under
-exact_hybrid_backends (none yet: on the CPU backend the cases, rejected
-drafts rolled back through checkpoints and llama-server are measured, but
-no hybrid model has been replayed on CUDA, and the coverage data names an
-architecture for every backend at once); elsewhere they are reported, not
-judged. A --model with recurrent layers is tested the same way.
+exact_hybrid_backends; elsewhere they are reported, not judged. A --model with recurrent layers is tested the same way.
 
 On CUDA the default run also has a model of each of the weight types users
 pick most beside Q4_K_M and Q6_K (--no-types leaves them out): Q8_0, Q5_K_M,

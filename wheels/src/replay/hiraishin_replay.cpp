@@ -1761,13 +1761,49 @@ void write_timing_json(JsonWriter & json, const TimingSummary & t) {
     json.end_array();
 }
 
+// Where every timed pass starts: right after the prompt. A KV cache drops a pass's cells; a model with recurrent
+// layers cannot drop a suffix of its state (llama_memory_seq_rm refuses), so its state after the prompt is saved
+// once and loaded back after each pass, outside the timed region, as llama-server's checkpoints do.
+class PassStart {
+public:
+    PassStart(llama_context * ctx, const std::vector<llama_token> & prompt)
+        : n_past_((llama_pos) prompt.size()), recurrent_(has_recurrent_state(ctx)) {
+        if (recurrent_) {
+            llama_memory_clear(llama_get_memory(ctx), true);
+            prefill(ctx, prompt);
+            llama_synchronize(ctx);
+            checkpoint_.save(ctx);
+        } else {
+            remove_from(ctx, n_past_);
+        }
+    }
+
+    void go_back(llama_context * ctx) const {
+        if (recurrent_) {
+            checkpoint_.restore(ctx);
+        } else {
+            remove_from(ctx, n_past_);
+        }
+    }
+
+    llama_pos n_past() const { return n_past_; }
+    // how the report names it
+    const char * method() const { return recurrent_ ? "recurrent state checkpoint" : "KV cells removed"; }
+
+private:
+    llama_pos           n_past_;
+    bool                recurrent_;
+    RecurrentCheckpoint checkpoint_;
+};
+
 // One verify pass as speculative decoding makes it: b tokens at positions
 // n_past..n_past+b-1, logits for all of them, waited for, then dropped from
-// the KV cache so that every pass starts from the same n_past. Each batch size
+// the KV cache (start.go_back) so that every pass starts from the same n_past. Each batch size
 // runs its passes back to back, as a decoding loop that keeps one size would,
 // so that per-size state (CUDA graphs, allocations) is reused as in serving.
-TimingSummary time_verify_passes(llama_context * ctx, const std::vector<llama_token> & tokens, llama_pos n_past,
+TimingSummary time_verify_passes(llama_context * ctx, const std::vector<llama_token> & tokens, const PassStart & start,
                                  int batch_size, int warmup, int reps) {
+    const llama_pos n_past = start.n_past();
     Batch batch(batch_size);
     TimingSummary timing;
     timing.ms.reserve(reps);
@@ -1776,14 +1812,14 @@ TimingSummary time_verify_passes(llama_context * ctx, const std::vector<llama_to
         for (int i = 0; i < batch_size; ++i) {
             batch.add(tokens[(pass + i) % tokens.size()], n_past + i, true);
         }
-        const auto start = Clock::now();
+        const auto started = Clock::now();
         decode_or_throw(ctx, batch, "a timed verify pass");
         llama_synchronize(ctx);
-        const double ms = ms_since(start);
+        const double ms = ms_since(started);
         if (pass >= warmup) {
             timing.ms.push_back(ms);
         }
-        remove_from(ctx, n_past);
+        start.go_back(ctx);
     }
     return timing;
 }
@@ -1870,12 +1906,12 @@ int run_bench(const Options & opts) {
            plain_tokens_per_s);
 
     // Every pass starts right after the prompt.
-    remove_from(ctx.get(), (llama_pos) prompt.size());
+    const PassStart start(ctx.get(), prompt);
     printf("%4s %10s %10s %10s %10s %10s\n", "b", "median ms", "mean ms", "min ms", "max ms", "x b=1");
     std::vector<std::pair<int, TimingSummary>> passes;
     double b1_median = NAN;
     for (const int b : opts.batch_sizes) {
-        TimingSummary t = time_verify_passes(ctx.get(), pass_tokens, (llama_pos) prompt.size(), b,
+        TimingSummary t = time_verify_passes(ctx.get(), pass_tokens, start, b,
                                              opts.bench_warmup, opts.bench_reps);
         if (b == 1) {
             b1_median = t.median();
@@ -1915,6 +1951,7 @@ int run_bench(const Options & opts) {
             json.end_object();
         }
         json.end_array();
+        json.key("pass_rewind").value(start.method());
         json.key("copy_bandwidth");
         if (bandwidth) {
             json.begin_object();
