@@ -21,7 +21,7 @@ from hiraishin_llama import coverage, runtime, synthetic
 REPO = Path(__file__).resolve().parents[2]
 Q = gguf.GGMLQuantizationType
 STACK = {"exact_backends": ["cpu", "cuda"], "exact_moe_backends": ["cpu", "cuda"],
-         "exact_moe_experts_on_cpu_backends": [], "patched_commit": "0" * 40}
+         "exact_moe_experts_on_cpu_backends": [], "exact_hybrid_backends": ["cpu", "cuda"], "patched_commit": "0" * 40}
 WHEELS = {"cu13-sm90": {**STACK, "recipe": "cu13-sm90", "cuda_architectures": "90-real;90-virtual"},
           "cpu": {**STACK, "recipe": "cpu", "cuda_architectures": ""}}
 
@@ -350,8 +350,38 @@ def test_a_hybrid_with_recurrent_state_is_not_covered(tmp_path: Path, capsys: py
     # The recurrent tensors are named under the architecture, not judged as products.
     assert line(out, "cuda:") == ("cuda: NOT covered: architecture qwen3next (4 tensors, e.g. "
                                   "blk.0.ssm_conv1d.weight): recurrent state, not claimed yet: the SSM_CONV and "
-                                  "GATED_DELTA_NET ops it uses pass the op tests on CUDA and the CPU (as qwen35's, which is "
-                                  "exact on the CPU at a tiny size), but no model of this architecture has been run")
+                                  "GATED_DELTA_NET ops it uses pass the op tests on CUDA and the CPU (as qwen35's, whose "
+                                  "models are exact on CUDA and the CPU), but no model of this architecture has been run")
+
+
+@pytest.fixture(scope="module")
+def measured_hybrids(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from hiraishin_llama import synthetic
+
+    out = tmp_path_factory.mktemp("hybrids")
+    return {preset: synthetic.make_model(preset, seed=1, n_layer=None, out_path=out / f"{preset}.gguf")
+            for preset in ("tiny-qwen35", "tiny-nemotron-h")}
+
+
+@pytest.mark.parametrize("preset", ["tiny-qwen35", "tiny-nemotron-h"])
+def test_a_measured_hybrid_architecture_is_covered_where_the_build_claims_hybrids(
+        preset: str, measured_hybrids: dict[str, Path], cuda_wheel: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run([str(measured_hybrids[preset])], capsys)
+    assert code == 0, out
+    assert line(out, "cuda:").startswith("cuda: covered") and line(out, "cpu:").startswith("cpu:  covered")
+    cuda_wheel["exact_hybrid_backends"] = ["cpu"]
+    code, out, _ = run([str(measured_hybrids[preset])], capsys)
+    assert code == 1
+    assert line(out, "cuda:") == ("cuda: NOT covered: build: this wheel's patch stack does not claim models with "
+                                  "recurrent layers exact on cuda (exact_hybrid_backends in its stack.json)")
+    assert line(out, "cpu:").startswith("cpu:  covered")
+
+
+def test_a_gated_delta_net_model_is_told_where_its_exactness_ends(measured_hybrids: dict[str, Path],
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # the fused gated delta net is what makes a batch add as one token does; the note says so
+    out = run([str(measured_hybrids["tiny-qwen35"]), "--backend", "cuda"], capsys)[1]
+    assert "architecture qwen35: exact where llama.cpp keeps its fused gated delta net" in out
 
 
 def test_recurrent_state_is_found_in_an_unlisted_architecture_too(tmp_path: Path,

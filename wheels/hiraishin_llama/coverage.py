@@ -615,19 +615,24 @@ def architecture_finding(model: Model, data: Coverage) -> Finding:
     tensors, keys = recurrent_evidence(model, data)
     entry = data.architectures.get(model.architecture)
     if tensors or keys:
-        # A listed recurrent architecture names its ops; any other with recurrent state gets the generic reason.
-        reason = entry.reason if entry is not None and not entry.covered else data.recurrent_reason
         if tensors:
             detail = f"1 tensor: {tensors[0]}" if len(tensors) == 1 else f"{len(tensors)} tensors, e.g. {tensors[0]}"
         else:
             detail = f"metadata key {keys[0]}"
+        if entry is not None and entry.covered:
+            # a hybrid architecture whose models were measured exact (the build must claim hybrids too)
+            return Finding(what, True, tensors=tuple(tensors + keys), evidence=entry.evidence, note=entry.note,
+                           detail=detail)
+        # A listed recurrent architecture names its ops; any other with recurrent state gets the generic reason.
+        reason = entry.reason if entry is not None else data.recurrent_reason
         return Finding(what, False, reason, tuple(tensors + keys), detail=detail)
     if entry is None:
         return Finding(what, False, data.unlisted_architecture_reason)
     return Finding(what, entry.covered, entry.reason, evidence=entry.evidence, note=entry.note)
 
 
-def build_findings(backend: str, has_experts: bool, build: Mapping[str, object]) -> list[Finding]:
+def build_findings(backend: str, has_experts: bool, build: Mapping[str, object],
+                   has_recurrent_state: bool = False) -> list[Finding]:
     """What this build claims exact, from its stack information (stack.json): nothing beyond it is covered."""
     if "exact_backends" not in build:
         return [Finding("build", False, "this installation has no stack information (stack.json: a source tree, "
@@ -639,6 +644,10 @@ def build_findings(backend: str, has_experts: bool, build: Mapping[str, object])
     elif has_experts and backend not in build.get("exact_moe_backends", []):  # type: ignore[operator]
         findings.append(Finding("build", False, f"this wheel's patch stack does not claim mixture-of-experts models "
                                                 f"exact on {backend} (exact_moe_backends in its stack.json)"))
+    if has_recurrent_state and backend in build.get("exact_backends", []) \
+            and backend not in build.get("exact_hybrid_backends", []):  # type: ignore[operator]
+        findings.append(Finding("build", False, f"this wheel's patch stack does not claim models with recurrent "
+                                                f"layers exact on {backend} (exact_hybrid_backends in its stack.json)"))
     omitted = build.get("omitted_patches")
     if omitted:
         findings.append(Finding("build", False, f"built without {', '.join(omitted)} (a fault build, not a release)"))  # type: ignore[arg-type]
@@ -652,7 +661,8 @@ def judge(model: Model, backend: str, data: Coverage, build: Mapping[str, object
     built = runtime.built_backends() if built is None else list(built)
     found = products(model, data)
     kinds = {product.kind for product in found}
-    findings = [architecture_finding(model, data), *build_findings(backend, "experts" in kinds, build)]
+    recurrent = any(recurrent_evidence(model, data))
+    findings = [architecture_finding(model, data), *build_findings(backend, "experts" in kinds, build, recurrent)]
     tables = data.backends[backend].tables
     grouped: dict[tuple[str, str], list[str]] = {}
     for product in found:
