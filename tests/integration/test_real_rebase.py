@@ -60,6 +60,10 @@ CONFLICTING_ON_OLDER = [
     "tests-batch-invariance-of-the-recurrent-ops-in-test-backend.patch",
     # changes the float dispatch of ggml-cuda.cu that the F16 and BF16 patch above adds
     "ggml-cuda-batch-invariant-f16-and-bf16-products-of-one-and-t.patch",
+    # changes the batch-invariant flash-attention lines of ops.cpp and ggml-cpu.c that the CPU patch adds
+    "ggml-cpu-batch-invariant-flash-attention-independent-of-the.patch",
+    # adds its cases before the recurrent ops' cases of the tests patch above, in test-backend-ops.cpp
+    "tests-flash-attention-of-one-sequence-in-a-kv-cache-shared-w.patch",
 ]
 REQUIRED_REFS = (PREVIOUS, OLDER)
 
