@@ -88,7 +88,7 @@ optests)
             timeout 420 env "$@" > "$OUT/$name.txt" 2>&1; local rc=$?
             echo "rc=$rc in $(( $(date +%s) - t ))s: $(grep -E 'tests passed|backends passed' "$OUT/$name.txt" | tr '\n' ' ')"
             grep -c 'FAIL' "$OUT/$name.txt"; }
-    bi_ops=MUL_MAT_BATCH_INVARIANCE,FLASH_ATTN_EXT_BATCH_INVARIANCE,FFN_BATCH_INVARIANCE
+    bi_ops=MUL_MAT_BATCH_INVARIANCE,FLASH_ATTN_EXT_BATCH_INVARIANCE,FLASH_ATTN_EXT_KV_LAYOUT_INVARIANCE,FFN_BATCH_INVARIANCE
     bi_ops=$bi_ops,MUL_MAT_ID_BATCH_INVARIANCE,MOE_FFN_BATCH_INVARIANCE
     # The families over ggml's type table (256 rows: type_a=T,m=256,... in their names) take most of a run (the IQ1/IQ2
     # quantizers, 33 types): `optests types` runs them, `optests bi` the rest (about a minute).
