@@ -151,10 +151,12 @@ def get_json(url: str, timeout_s: float) -> object:
         return json.loads(response.read())
 
 
-def complete(base: str, prompt: str, n_predict: int, timeout_s: float, banned: tuple[int, ...] = ()) -> dict:
-    """``banned``: token ids the sampler may not choose (logit_bias false), the same for both servers."""
+def complete(base: str, prompt: str, n_predict: int, timeout_s: float, banned: tuple[int, ...] = (),
+             cache_prompt: bool = False) -> dict:
+    """``banned``: token ids the sampler may not choose (logit_bias false), the same for both servers;
+    ``cache_prompt``: let the server reuse the prefix its slot already holds."""
     body = {"prompt": prompt, "n_predict": n_predict, "temperature": 0, "top_k": 1, "seed": 1,
-            "return_tokens": True, "cache_prompt": False}
+            "return_tokens": True, "cache_prompt": cache_prompt}
     if banned:
         body["logit_bias"] = [[token, False] for token in banned]
     request = urllib.request.Request(f"{base}/completion", data=json.dumps(body).encode(),

@@ -1,0 +1,92 @@
+"""Does a request's greedy text depend on the prefix its slot kept from the request before? llama-server with
+``cache_prompt``.
+
+    python3 benchmarks/server_prefix.py --venv VENV --model M.gguf [--prompts 8] [--n-predict 200]
+        [--switch on|off|both] [--draft] [--json report.json]
+
+For each switch state one llama-server of VENV (``-np 1``, the server's default batch sizes) answers every
+prompt twice, one request after the other: first with ``cache_prompt`` true, so that each request reuses the
+system-message prefix the previous request left in the slot's KV cache and processes only the rest of its
+prompt (the response's ``timings.cache_n`` says how many tokens it reused), then with ``cache_prompt`` false, so
+that each processes its whole prompt from an empty cache (the reference). The prompts share SmolLM2-Instruct's
+chat template and one system message; they differ in the question. The guarantee this measures (issue "several
+server slots", part 2) holds when every reusing request gives its reference's tokens: the prompt's KV then does
+not depend on how the prompt was cut into batches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from hiraishin_build.smoke import llama_server  # noqa: E402
+from server_exact import DRAFT_ARGS, PROMPTS, SERVER_ARGS, SWITCH_ENV, complete  # noqa: E402
+from server_slots import first_difference  # noqa: E402
+
+
+def switch_state(venv: Path, model: Path, log_dir: Path, *, switch_on: bool, prompts: tuple[str, ...],
+                 n_predict: int, draft: bool) -> dict:
+    name = "on" if switch_on else "off"
+    args = ["-m", str(model), *SERVER_ARGS, *(["-md", str(model), *DRAFT_ARGS] if draft else [])]
+    started = time.monotonic()
+    with llama_server(venv, args, log_dir / f"prefix-{name}.log", env=SWITCH_ENV[switch_on]) as (base, _):
+        reusing = [complete(base, prompt, n_predict, 600.0, cache_prompt=True) for prompt in prompts]
+        fresh = [complete(base, prompt, n_predict, 600.0, cache_prompt=False) for prompt in prompts]
+    rows = []
+    for number, (reused, reference) in enumerate(zip(reusing, fresh)):
+        diff = first_difference(reference["tokens"], reused["tokens"])
+        rows.append({"prompt": number, "identical": diff is None, "first_diff_token": diff,
+                     "cache_n": (reused.get("timings") or {}).get("cache_n"),
+                     "prompt_n": (reused.get("timings") or {}).get("prompt_n"),
+                     "tokens": [len(reference["tokens"]), len(reused["tokens"])]})
+    return {"seconds": round(time.monotonic() - started, 1), "per_prompt": rows,
+            "reused_prefix": sum(bool(row["cache_n"]) for row in rows),
+            "identical": sum(row["identical"] for row in rows), "compared": len(rows)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--venv", type=Path, required=True)
+    parser.add_argument("--model", type=Path, required=True)
+    parser.add_argument("--prompts", type=int, default=len(PROMPTS))
+    parser.add_argument("--n-predict", type=int, default=200)
+    parser.add_argument("--switch", choices=("on", "off", "both"), default="both")
+    parser.add_argument("--draft", action="store_true", help="the server drafts with the model itself")
+    parser.add_argument("--log-dir", type=Path, default=Path("server-prefix-logs"))
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--device", default=f"{platform.machine()}, {platform.processor() or 'cpu'}")
+    args = parser.parse_args()
+    if not 2 <= args.prompts <= len(PROMPTS):
+        parser.error(f"--prompts {args.prompts}: give 2 to {len(PROMPTS)} (the first request has no prefix to reuse)")
+    args.log_dir.mkdir(parents=True, exist_ok=True)
+    states = {}
+    for name in (("on", "off") if args.switch == "both" else (args.switch,)):
+        states[name] = switch_state(args.venv, args.model, args.log_dir, switch_on=name == "on",
+                                    prompts=PROMPTS[:args.prompts], n_predict=args.n_predict, draft=args.draft)
+        state = states[name]
+        print(f"switch {name}: {state['identical']}/{state['compared']} requests identical to their empty-cache "
+              f"run ({state['reused_prefix']} reused a cached prefix); first differing tokens "
+              f"{[r['first_diff_token'] for r in state['per_prompt']]}", flush=True)
+    version = subprocess.run([str(args.venv / "bin" / "hiraishin-llama"), "--version"], capture_output=True,
+                             text=True).stdout.strip()
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    report = {"tool": "benchmarks/server_prefix.py", "commit": commit,
+              "recorded": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "device": args.device, "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "wheel": version,
+              "model": args.model.name, "draft": args.draft, "n_predict": args.n_predict, "states": states}
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
