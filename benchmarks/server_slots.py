@@ -11,9 +11,9 @@ slot prefills while others generate). Requests are greedy (temperature 0, top_k 
 false. Each concurrent request's tokens are compared with its reference; the guarantee this measures
 (one request independent of the others, issue "several server slots") holds when every one is identical.
 
-With ``--draft`` both servers draft with the model itself (``-md M --spec-type draft-simple``). In
-batch-invariant mode with a draft the server warns that ``-np`` above 1 is not covered: this script
-measures what that warning is about.
+With ``--draft`` both servers draft with the model itself (``-md M --spec-type draft-simple``). Where a
+GPU device is registered, the server in batch-invariant mode warns that ``-np`` above 1 is not covered;
+on the CPU backend (stack revision 27) it is, and this script is the measurement behind it.
 """
 
 from __future__ import annotations

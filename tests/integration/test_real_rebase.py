@@ -64,6 +64,12 @@ CONFLICTING_ON_OLDER = [
     "ggml-cpu-batch-invariant-flash-attention-independent-of-the.patch",
     # adds its cases before the recurrent ops' cases of the tests patch above, in test-backend-ops.cpp
     "tests-flash-attention-of-one-sequence-in-a-kv-cache-shared-w.patch",
+    # changes the batch-invariant flash-attention condition of ops.cpp that the patch above rewrites
+    "ggml-cpu-batch-invariant-mode-at-every-batch-size-prompts-in.patch",
+    # adds its cases after the KV-layout cases of the tests patch above, in test-backend-ops.cpp
+    "tests-prompt-sized-batch-invariance-cases-in-test-backend-op.patch",
+    # the one-slot rule of server.cpp it changes is added by the speculative patch above, which conflicts there
+    "server-several-slots-with-drafts-in-batch-invariant-mode-on.patch",
 ]
 REQUIRED_REFS = (PREVIOUS, OLDER)
 
