@@ -308,3 +308,27 @@ def test_a_weight_type_keeps_its_own_latest_measurement_when_a_revision_benches_
     assert "| b | Q4_K_M exact | stock | exact/stock |\n" in page
     assert "| b | Q8_0 exact | stock | exact/stock | IQ4_XS exact | stock | exact/stock |\n" in page
     assert page.count("Q8_0 exact") == 1 and "bench-13" not in page
+
+
+def _llama_bench_record(name: str, revision: int, pp_on: float, pp_off: float) -> dict:
+    def run(switch: str, pp: float) -> dict:
+        return {"tool": "llama-bench (the wheel's)", "switch": switch,
+                "rows": [{"model_filename": "/m/q8b-L2-Q8_0.gguf", "n_prompt": 512, "n_gen": 0, "avg_ts": pp},
+                         {"model_filename": "/m/q8b-L2-Q8_0.gguf", "n_prompt": 0, "n_gen": 64, "avg_ts": 50.0}]}
+    return {"name": name, "device": "a CPU", "stack_revision": str(revision),
+            "raw": {"a.json": run("sw1", pp_on), "b.json": run("sw0", pp_off)}}
+
+
+def test_the_cpu_prompt_cost_comes_from_the_highest_revision_whatever_follows_its_number(tmp_path: Path) -> None:
+    """rev24-ubatch16 is revision 24, not 2416: a suffix after the number must not make an old record newest."""
+    (tmp_path / "cpu-prompt-cost-rev24-ubatch16.json").write_text(
+        json.dumps(_llama_bench_record("cpu-prompt-cost-rev24-ubatch16", 24, 100.0, 100.0)))
+    (tmp_path / "cpu-prompt-cost-rev27.json").write_text(
+        json.dumps(_llama_bench_record("cpu-prompt-cost-rev27", 27, 185.0, 370.0)))
+    text = "\n".join(docgen._cpu_prompt_cost_section(tmp_path))
+    assert "From stack revision 27" in text and "`benchmarks/results/cpu-prompt-cost-rev27.json`" in text
+    assert "| q8b-L2-Q8_0.gguf | pp512: 185.0 / 370.0 | 0.50x | tg64: 50.0 / 50.0 |" in text
+
+
+def test_without_a_cpu_prompt_cost_record_the_section_is_left_out(tmp_path: Path) -> None:
+    assert docgen._cpu_prompt_cost_section(tmp_path) == []
