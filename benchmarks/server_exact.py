@@ -151,6 +151,17 @@ def get_json(url: str, timeout_s: float) -> object:
         return json.loads(response.read())
 
 
+def report_header(tool: str, venv: Path, device: str) -> dict:
+    """What every server report starts with: the script, the repository commit, the date, the machine, the
+    command line as run and the wheel's ``hiraishin-llama --version``."""
+    version = subprocess.run([str(venv / "bin" / "hiraishin-llama"), "--version"], capture_output=True,
+                             text=True).stdout.strip()
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    return {"tool": tool, "commit": commit,
+            "recorded": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "device": device, "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "wheel": version}
+
+
 def complete(base: str, prompt: str, n_predict: int, timeout_s: float, banned: tuple[int, ...] = (),
              cache_prompt: bool = False) -> dict:
     """``banned``: token ids the sampler may not choose (logit_bias false), the same for both servers;
@@ -309,16 +320,8 @@ def main() -> None:
         print(f"switch {name}: identical {states[name]['identical']}/{states[name]['compared']}; "
               f"served plain {states[name]['plain'].served}, draft {states[name]['draft'].served} "
               f"of {len(prompts)}", flush=True)
-    version = subprocess.run([str(args.venv / "bin" / "hiraishin-llama"), "--version"], capture_output=True,
-                             text=True).stdout.strip()
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     report = {
-        "tool": "benchmarks/server_exact.py",
-        "commit": commit,
-        "recorded": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "device": args.device,
-        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
-        "wheel": version,
+        **report_header("benchmarks/server_exact.py", args.venv, args.device),
         "model": args.model.name,
         "draft_model": (args.draft_model or args.model).name,
         "banned_tokens": args.ban_tokens,

@@ -17,10 +17,8 @@ not depend on how the prompt was cut into batches.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from hiraishin_build.smoke import llama_server  # noqa: E402
-from server_exact import DRAFT_ARGS, PROMPTS, SERVER_ARGS, SWITCH_ENV, complete  # noqa: E402
+from server_exact import DRAFT_ARGS, PROMPTS, SERVER_ARGS, SWITCH_ENV, complete, report_header  # noqa: E402
 from server_slots import first_difference  # noqa: E402
 
 
@@ -77,12 +75,7 @@ def main() -> None:
         print(f"switch {name}: {state['identical']}/{state['compared']} requests identical to their empty-cache "
               f"run ({state['reused_prefix']} reused a cached prefix); first differing tokens "
               f"{[r['first_diff_token'] for r in state['per_prompt']]}", flush=True)
-    version = subprocess.run([str(args.venv / "bin" / "hiraishin-llama"), "--version"], capture_output=True,
-                             text=True).stdout.strip()
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    report = {"tool": "benchmarks/server_prefix.py", "commit": commit,
-              "recorded": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "device": args.device, "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "wheel": version,
+    report = {**report_header("benchmarks/server_prefix.py", args.venv, args.device),
               "model": args.model.name, "draft": args.draft, "n_predict": args.n_predict, "states": states}
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")

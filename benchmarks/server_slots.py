@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import datetime
 import json
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from hiraishin_build.smoke import llama_server  # noqa: E402
-from server_exact import DRAFT_ARGS, PROMPTS, SWITCH_ENV, Answer, complete, get_json  # noqa: E402
+from server_exact import DRAFT_ARGS, PROMPTS, SWITCH_ENV, Answer, complete, get_json, report_header  # noqa: E402
 
 
 # Context cells a slot gets, as server_exact.py's one-slot server has: a prompt and 200 tokens fit.
@@ -130,14 +128,9 @@ def main() -> None:
         print(f"switch {name}: {states[name]['identical']}/{states[name]['compared']} requests identical to their "
               f"-np 1 run; first differing tokens {[r['first_diff_token'] for r in states[name]['per_prompt']]}",
               flush=True)
-    version = subprocess.run([str(args.venv / "bin" / "hiraishin-llama"), "--version"], capture_output=True,
-                             text=True).stdout.strip()
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    report = {"tool": "benchmarks/server_slots.py", "commit": commit,
-              "recorded": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "device": args.device, "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "wheel": version,
-              "model": args.model.name, "slots": args.slots, "server_args": args.server_arg, "draft": args.draft, "kv_unified": args.kv_unified,
-              "n_predict": args.n_predict, "states": states}
+    report = {**report_header("benchmarks/server_slots.py", args.venv, args.device),
+              "model": args.model.name, "slots": args.slots, "server_args": args.server_arg, "draft": args.draft,
+              "kv_unified": args.kv_unified, "n_predict": args.n_predict, "states": states}
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
 

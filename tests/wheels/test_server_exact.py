@@ -15,14 +15,13 @@ otherwise.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from hiraishin_build.smoke import llama_server
 
-from tests.helpers import fresh_venv, load_benchmark, readme_server_command
+from tests.helpers import load_benchmark, readme_server_command
 
 server_exact = load_benchmark("server_exact")
 
@@ -34,13 +33,6 @@ N_PREDICT = 200
 # speculative-the-draft-context-holds-a-verify-batch-s-outputs.patch fixes it; the mark is the
 # message the tests look for in a dying server's log.
 DRAFT_ABORT = "GGML_ASSERT(n_outputs_max <= cparams.n_outputs_max) failed"
-
-
-@pytest.fixture(scope="module")
-def server_venv(tmp_path_factory: pytest.TempPathFactory, cpu_wheel: Path) -> Path:
-    venv = fresh_venv(tmp_path_factory.mktemp("server-exact") / "venv")
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(cpu_wheel)], check=True)
-    return venv
 
 
 class States:

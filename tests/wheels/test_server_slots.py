@@ -18,14 +18,13 @@ otherwise.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from hiraishin_build.smoke import llama_server
 
-from tests.helpers import fresh_venv, load_benchmark, readme_server_command
+from tests.helpers import load_benchmark, readme_server_command
 
 server_slots = load_benchmark("server_slots")
 server_prefix = load_benchmark("server_prefix")
@@ -38,13 +37,6 @@ NOT_COVERED = ("not guaranteed to equal plain greedy decoding", "may depend on t
 
 # (draft, unified KV cache): the two servers the guarantee is checked on
 SERVERS = {"draft-unified": (True, True), "plain-per-slot-kv": (False, False)}
-
-
-@pytest.fixture(scope="module")
-def server_venv(tmp_path_factory: pytest.TempPathFactory, cpu_wheel: Path) -> Path:
-    venv = fresh_venv(tmp_path_factory.mktemp("server-slots") / "venv")
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(cpu_wheel)], check=True)
-    return venv
 
 
 class Runs:
