@@ -446,19 +446,17 @@ def _bench_section(entry: BenchRecord, comparisons: dict[str, tuple[Path, dict]]
     return lines
 
 
-CPU_PROMPT_COST = "cpu-prompt-cost-rev*.json"
-SERVER_SLOTS_CPU = "server-slots-cpu-rev*.json"
+# A revision's own record of these is named PREFIX-revN; a suffix marks a variant (a development build, other
+# batch sizes) that the page does not show.
+CPU_PROMPT_COST = "cpu-prompt-cost-"
+SERVER_SLOTS_CPU = "server-slots-cpu-"
 
 
-def _newest(results_dir: Path, pattern: str) -> dict | None:
-    """The newest record matching ``pattern``: the highest stack revision (the number after "rev" in its name),
-    then the name."""
-    def revision(path: Path) -> tuple[int, str]:
-        number = re.match(r"\d+", path.stem.rsplit("rev", 1)[1])
-        return (int(number.group()) if number else -1, path.stem)
-
-    paths = sorted(results_dir.glob(pattern), key=revision)
-    return json.loads(paths[-1].read_text(encoding="utf-8")) if paths else None
+def _newest(results_dir: Path, prefix: str) -> dict | None:
+    """The record PREFIX-revN.json of the highest stack revision N, or None."""
+    revisions = {int(m.group(1)): path for path in results_dir.glob(f"{prefix}rev*.json")
+                 if (m := re.fullmatch(rf"{re.escape(prefix)}rev(\d+)", path.stem))}
+    return json.loads(revisions[max(revisions)].read_text(encoding="utf-8")) if revisions else None
 
 
 def _llama_bench_means(record: dict) -> dict[tuple[str, str], dict[str, float]]:

@@ -320,11 +320,14 @@ def _llama_bench_record(name: str, revision: int, pp_on: float, pp_off: float) -
 
 
 def test_the_cpu_prompt_cost_comes_from_the_highest_revision_whatever_follows_its_number(tmp_path: Path) -> None:
-    """rev24-ubatch16 is revision 24, not 2416: a suffix after the number must not make an old record newest."""
+    """Only PREFIX-revN records count: rev24-ubatch16 is not revision 2416, and a variant of the same revision
+    (-dev-build) is not the revision's record."""
     (tmp_path / "cpu-prompt-cost-rev24-ubatch16.json").write_text(
         json.dumps(_llama_bench_record("cpu-prompt-cost-rev24-ubatch16", 24, 100.0, 100.0)))
     (tmp_path / "cpu-prompt-cost-rev27.json").write_text(
         json.dumps(_llama_bench_record("cpu-prompt-cost-rev27", 27, 185.0, 370.0)))
+    (tmp_path / "cpu-prompt-cost-rev27-dev-build.json").write_text(
+        json.dumps(_llama_bench_record("cpu-prompt-cost-rev27-dev-build", 27, 1.0, 1.0)))
     text = "\n".join(docgen._cpu_prompt_cost_section(tmp_path))
     assert "From stack revision 27" in text and "`benchmarks/results/cpu-prompt-cost-rev27.json`" in text
     assert "| q8b-L2-Q8_0.gguf | pp512: 185.0 / 370.0 | 0.50x | tg64: 50.0 / 50.0 |" in text
