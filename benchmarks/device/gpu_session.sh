@@ -23,6 +23,7 @@
 #   gpu_session.sh partial TAG     # replay with the 4-layer Q4_K_M model split GPU/CPU (--ngl 2), by switch name
 #   gpu_session.sh model-part DIR  # keep DIR's smol.part* under /tmp/model (a real model travels in parts)
 #   gpu_session.sh server          # benchmarks/server_exact.py on SmolLM2 reassembled from its parts
+#   gpu_session.sh slots           # benchmarks/server_slots.py -np 4 with drafts (per-slot and unified KV) and the prompt cost
 #   gpu_session.sh ptx ARCH        # a cu13-smARCH wheel of ARCH-virtual PTX only, run here by JIT: smoke + op tests
 #   gpu_session.sh multigpu        # on a machine with several GPUs: smoke and replays with the layers split across them
 #   gpu_session.sh rpc             # a model split across a CUDA and a CPU rpc-server worker and the local GPU, every b
@@ -88,7 +89,7 @@ optests)
             timeout 420 env "$@" > "$OUT/$name.txt" 2>&1; local rc=$?
             echo "rc=$rc in $(( $(date +%s) - t ))s: $(grep -E 'tests passed|backends passed' "$OUT/$name.txt" | tr '\n' ' ')"
             grep -c 'FAIL' "$OUT/$name.txt"; }
-    bi_ops=MUL_MAT_BATCH_INVARIANCE,FLASH_ATTN_EXT_BATCH_INVARIANCE,FLASH_ATTN_EXT_KV_LAYOUT_INVARIANCE,FFN_BATCH_INVARIANCE
+    bi_ops=MUL_MAT_BATCH_INVARIANCE,FLASH_ATTN_EXT_BATCH_INVARIANCE,FLASH_ATTN_EXT_KV_LENGTH_INVARIANCE,FFN_BATCH_INVARIANCE
     bi_ops=$bi_ops,MUL_MAT_ID_BATCH_INVARIANCE,MOE_FFN_BATCH_INVARIANCE
     # The families over ggml's type table (256 rows: type_a=T,m=256,... in their names) take most of a run (the IQ1/IQ2
     # quantizers, 33 types): `optests types` runs them, `optests bi` the rest (about a minute).
@@ -107,6 +108,9 @@ optests)
     fi
     run tbo-bi-on   GGML_BATCH_INVARIANT=1 ./test-backend-ops -b CUDA0 -o $bi_ops -p '^(?!type_a=[^,]+,m=256,)'
     run tbo-bi-off  GGML_BATCH_INVARIANT=0 ./test-backend-ops -b CUDA0 -o $bi_ops -p '^(?!type_a=[^,]+,m=256,)'
+    # a slot's cells between other sequences' in a unified cache: not covered on CUDA (its kernels sum a KV tile in
+    # parallel, so masked cells between a slot's own change the grouping of its adds); run to show where it stands
+    run tbo-layout-on GGML_BATCH_INVARIANT=1 ./test-backend-ops -b CUDA0 -o FLASH_ATTN_EXT_KV_LAYOUT_INVARIANCE
     run tbi-on      ./test-batch-invariance
     run tbi-negative ./test-batch-invariance --negative
     # `optests bi`: the batch-invariance cases only (about a minute); without it, upstream's suites too.
@@ -258,6 +262,27 @@ server)
     rc=${PIPESTATUS[0]}
     echo "server_exact exit $rc in $(( $(date +%s) - t ))s"
     exit "$rc"
+    ;;
+slots)
+    # several server slots on the GPU: benchmarks/server_slots.py on the smoke's 4-layer Q4_K_M model, every layer
+    # offloaded, a self-draft on every slot, per-slot KV caches (--kv-unified off) and the unified one, switch on
+    # and off; then the prompt cost of batch-invariant mode's 16-token ubatches (llama-bench pp512, on and off)
+    model=~/.cache/hiraishin-llama/models/qwen3-8b-4l-seed1-Q4_K_M.gguf
+    [ -f "$model" ] || { echo "$model: run the smoke first (it writes the model)"; exit 1; }
+    device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+    for kvu in off on; do
+        t=$(date +%s)
+        python3 "$REPO/benchmarks/server_slots.py" --venv "$VENV" --model "$model" --slots 4 --prompts 8 --draft \
+            --kv-unified "$kvu" --switch both --server-arg=-ngl --server-arg=99 --log-dir "/tmp/slots-logs-$kvu" \
+            --json "$OUT/server-slots-cuda-kvu-$kvu.json" --device "$device" 2>&1 | tail -12
+        echo "server_slots --kv-unified $kvu exit ${PIPESTATUS[0]} in $(( $(date +%s) - t ))s"
+    done
+    bench=$VENV/bin/llama-bench
+    for bi in 1 0; do
+        GGML_BATCH_INVARIANT=$bi "$bench" -m "$model" -ngl 99 -fa 1 -p 512 -n 64 -r 3 -o json \
+            > "$OUT/pp-cost-bi$bi.json" 2> "$OUT/pp-cost-bi$bi.log"
+        echo "llama-bench GGML_BATCH_INVARIANT=$bi exit $?"; grep -h "n_ubatch\|avg_ts" "$OUT/pp-cost-bi$bi.json" | head -4
+    done
     ;;
 ptx)
     # An older architecture's code on this GPU: the recipe's device code replaced by its PTX alone (on

@@ -70,6 +70,10 @@ CONFLICTING_ON_OLDER = [
     "tests-prompt-sized-batch-invariance-cases-in-test-backend-op.patch",
     # the one-slot rule of server.cpp it changes is added by the speculative patch above, which conflicts there
     "server-several-slots-with-drafts-in-batch-invariant-mode-on.patch",
+    # the lines of llama-context.cpp before llama_context's constructor, where it adds its helper, read differently there
+    "llama-batch-invariant-mode-cuts-ubatches-to-the-tokens-a-gpu.patch",
+    # adds its case next to the KV-layout case of the tests patch above, in test-backend-ops.cpp
+    "tests-flash-attention-of-one-slot-s-kv-stream-beside-others.patch",
 ]
 REQUIRED_REFS = (PREVIOUS, OLDER)
 
