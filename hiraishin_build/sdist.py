@@ -101,6 +101,7 @@ def _stack_info(project: Project, pin: UpstreamPin, patched_commit: str, version
         "exact_moe_backends": sorted(tool.get("exact-moe-backends", [])),
         "exact_moe_experts_on_cpu_backends": sorted(tool.get("exact-moe-experts-on-cpu-backends", [])),
         "exact_hybrid_backends": sorted(tool.get("exact-hybrid-backends", [])),
+        "exact_slots_backends": sorted(tool.get("exact-slots-backends", [])),
         "upstream": {"url": pin.url, "ref": pin.ref, "commit": pin.commit, "build_number": build_number},
         "patched_commit": patched_commit,
         "patches": [

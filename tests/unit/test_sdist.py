@@ -223,7 +223,7 @@ def test_the_stack_info_in_full(tmp_path: Path) -> None:
     text = _stack_info(project, pin, "c" * 40, "101.7", 101).decode()
     info = json.loads(text)
     assert list(info) == ["exact_backends", "exact_hybrid_backends", "exact_moe_backends",
-                          "exact_moe_experts_on_cpu_backends",
+                          "exact_moe_experts_on_cpu_backends", "exact_slots_backends",
                           "patched_commit", "patches", "upstream", "version"]  # sorted keys
     assert text.endswith("}\n") and text.splitlines()[1] == '  "exact_backends": ['
     assert info["exact_backends"] == ["cpu", "cuda"]

@@ -213,7 +213,7 @@ def run(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple
 
 def test_the_default_cuda_run_has_the_moe_cases_after_the_dense_ones(on_cuda: Path, made_models: list, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err, report = run(tmp_path, capsys, "--no-hybrid", "--kv", "f16", "--quants", "Q4_K_M", "--batches", "2")
+    code, out, err, report = run(tmp_path, capsys, "--no-hybrid", "--no-slots", "--kv", "f16", "--quants", "Q4_K_M", "--batches", "2")
     assert code == 0, out + err
     assert made_models == [("qwen3-8b", 4, ("Q4_K_M",)), ("qwen3moe", 2, ("Q4_K_M",)), ("gpt-oss", 2, ("MXFP4_MOE",))]
     running = [line for line in out.splitlines() if line.startswith("running")]
@@ -247,7 +247,7 @@ def test_no_moe_leaves_them_out(on_cuda: Path, made_models: list, tmp_path: Path
 
 def test_the_cpu_run_has_one_qwen3moe_layer(stand_in: Path, made_models: list, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err, report = run(tmp_path, capsys, "--no-hybrid", "--batches", "2")
+    code, out, err, report = run(tmp_path, capsys, "--no-hybrid", "--no-slots", "--batches", "2")
     assert code == 0, out + err
     assert made_models == [("qwen3-8b", 1, ("Q4_K_M",)), ("qwen3moe", 1, ("Q4_K_M",))]
     assert [c["name"] for c in report["cases"]][2:] == ["qwen3moe Q4_K_M kv=f16 switch on",
@@ -282,7 +282,7 @@ def test_a_users_moe_model_is_reported_and_gets_its_experts_case(on_cuda: Path, 
 
 def test_a_users_dense_model_is_judged_as_before(on_cuda: Path, tiny_model: Path, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err, report = run(tmp_path, capsys, "--model", str(tiny_model), "--kv", "f16", "--batches", "2")
+    code, out, err, report = run(tmp_path, capsys, "--model", str(tiny_model), "--kv", "f16", "--batches", "2", "--no-slots")
     assert code == 0, out + err
     assert [(c["expect"], c["moe"], c["experts_on_cpu"]) for c in report["cases"]] == [
         ("identical", False, False), ("differ", False, False)]
@@ -353,7 +353,7 @@ def test_the_synthetic_moe_presets_are_moe_when_they_exist() -> None:
 def test_the_default_cuda_run_has_a_model_of_each_common_weight_type(on_cuda: Path, made_models: list,
                                                                     tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err, report = run(tmp_path, capsys, "--no-hybrid", "--kv", "f16", "--batches", "2", "--no-moe")
+    code, out, err, report = run(tmp_path, capsys, "--no-hybrid", "--no-slots", "--kv", "f16", "--batches", "2", "--no-moe")
     assert code == 0, out + err
     # made with the main models, from the same F16 model
     assert made_models == [("qwen3-8b", 4, ("Q4_K_M", "Q6_K", "Q8_0", "Q5_K_M", "IQ4_XS", "BF16"))]

@@ -128,7 +128,7 @@ def test_batch_ranges_are_read_as_the_bench_reads_them(stand_in: Path, tiny_mode
 
 def test_each_case_says_which_it_is_and_how_it_ended(stand_in: Path, tiny_model: Path, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--batches", "2")
+    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--batches", "2", "--no-slots")
     assert code == 0, out + err
     lines = out.splitlines()
     # the coverage check comes first, then a blank line
@@ -187,7 +187,7 @@ def cuda_stand_in(stand_in: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_on_cuda_a_model_split_between_gpu_and_cpu_is_a_case_of_its_own(
         cuda_stand_in: Path, tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--batches", "2", "--kv", "f16", "--partial-offload", "2")
+    code, out, err = run(tmp_path, capsys, "--model", str(tiny_model), "--batches", "2", "--kv", "f16", "--partial-offload", "2", "--no-slots")
     assert code == 0, out + err
     running = [line for line in out.splitlines() if line.startswith("running")]
     assert running[1] == f"running {tiny_model.name} kv=f16 ngl=2 switch on (2/3) ..."

@@ -196,3 +196,39 @@ def test_bench_report_has_every_field(replay_tool: Path, tiny_model: Path, tmp_p
     assert report["copy_bandwidth"]["bytes_copied"] == 8 << 20
     assert report["copy_bandwidth"]["gb_per_s"] > 0
     assert 0 < report["model_tensor_bytes"] <= report["model_size_bytes"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["slots", "--slots", "1"], "--slots"),
+    (["slots", "--kv-unified", "maybe"], "--kv-unified expects on or off, got 'maybe'"),
+    (["replay", "--slots", "4"], "--slots applies to the slots subcommand only, not to replay"),
+    (["spec", "--kv-unified", "off"], "--kv-unified applies to the slots subcommand only, not to spec"),
+    (["slots", "--batches", "2,x"], "--batches"),
+])
+def test_slots_usage_errors_exit_2(replay_tool: Path, tiny_model: Path, args: list[str], message: str) -> None:
+    result = _run(replay_tool, *args, "--model", str(tiny_model))
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+@pytest.mark.parametrize("kv_unified", ["on", "off"])
+def test_slots_side_by_side_give_each_request_its_logits_alone(replay_tool: Path, tiny_model: Path, tmp_path: Path,
+                                                              kv_unified: str) -> None:
+    # The CPU backend in batch-invariant mode (the wheel's programs' default): three slots whose prompt chunks and
+    # verify batches of 1, 2, 5 and 16 tokens share batches give every position the bits of its request alone.
+    report_path = tmp_path / "slots.json"
+    result = _run(replay_tool, "slots", "--model", str(tiny_model), "--slots", "3", "--kv-unified", kv_unified,
+                  "--n-prompt", "40", "--n-gen", str(N_GEN), "--batches", "2,5,16", "--ctx", "128",
+                  "--expect", "identical", "--json", str(report_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(report_path.read_text())
+    assert report["mode"] == "slots" and report["slots"] == 3 and report["kv_unified"] == (kv_unified == "on")
+    assert [r["b"] for r in report["results"]] == [1, 2, 5, 16]
+    # two rounds of requests, each slot's second taken when its first ends
+    assert [r["slot"] for r in report["requests"]] == [0, 1, 2, 0, 1, 2]
+    assert [r["seed"] for r in report["requests"]] == [1, 2, 3, 4, 5, 6]
+    assert all(r["positions_differ"] == 0 and r["positions_compared"] == N_GEN for r in report["requests"])
+    # every generated position is compared once, in a batch of its size
+    assert sum(r["positions_compared"] for r in report["results"]) == 6 * N_GEN
+    assert all(r["batches"] > 0 for r in report["results"])
+    assert report["passed"] is True and report["verdict"] == "identical"

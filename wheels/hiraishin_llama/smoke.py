@@ -35,6 +35,17 @@ its control each (F16 is not: on CUDA its fused FFN is not covered, see
 hiraishin-llama-coverage). The CPU backend, which is batch-invariant for
 every weight type of ggml's table in the op tests, keeps its default run.
 
+The default run ends with a slots case of the first dense model and its
+control (--no-slots leaves them out): hiraishin-replay slots decodes 8
+requests greedily, each alone, then replays them as llama-server -np 4
+serves them, 4 sequences side by side whose prompt chunks and verify
+batches of every size join into shared batches, each slot taking its second
+request when the first ends, and compares every position's logits with the
+request decoded alone. On CUDA each slot has a KV stream of its own and a
+2200-token prompt; on the CPU they share the unified KV cache. A build
+claims several slots exact only where its build info lists the backend
+under exact_slots_backends; elsewhere they are reported, not judged.
+
 Exit status: 0 passed; 1 the guarantee failed (a real difference, or no
 difference where the control needs one); 2 a usage error (bad arguments or
 model file: nothing was judged); 3 a case could not be run (the replay tool
@@ -142,6 +153,28 @@ HYBRID_MODELS: dict[str, tuple[HybridModel, ...]] = {
 TYPE_QUANTS: dict[str, tuple[str, ...]] = {"cuda": ("Q8_0", "Q5_K_M", "IQ4_XS", "BF16"), "cpu": ()}
 
 
+@dataclass(frozen=True)
+class SlotsRun:
+    """The default run's slots case (hiraishin-replay slots): requests side by side as a server's slots."""
+
+    slots: int
+    kv_unified: bool
+    n_prompt: int
+    n_gen: int
+    """140 tokens take every verify batch size of 1..16 at least once in each request."""
+    ctx: int
+    """KV cells per slot."""
+
+
+SLOTS_RUNS: dict[str, SlotsRun] = {
+    # A KV stream per slot, the layout CUDA's kernels cover, and a prompt past 2048 cells: 16 of the vector
+    # kernel's 128-cell tiles, where a flash-attention split that followed the stream count would change.
+    "cuda": SlotsRun(slots=4, kv_unified=False, n_prompt=2200, n_gen=140, ctx=2560),
+    # The unified cache the server defaults to; the CPU's flash attention covers any layout of a slot's cells.
+    "cpu": SlotsRun(slots=4, kv_unified=True, n_prompt=40, n_gen=140, ctx=512),
+}
+
+
 class UsageError(Exception):
     """The input cannot be tested (found while running: the replay tool refused it)."""
 
@@ -167,6 +200,14 @@ class Case:
     """The expert tensors on the CPU, the rest on the GPU (hiraishin-replay --cpu-moe)."""
     hybrid: bool = False
     """A model with recurrent layers: judged only where the build claims hybrid models exact."""
+    slots: int | None = None
+    """hiraishin-replay slots with this many sequences side by side; None: the one-sequence replay."""
+    kv_unified: bool = True
+    """Of a slots case: one KV cache for every slot (the server's default) or a stream per slot."""
+    n_prompt: int | None = None
+    """Prompt tokens, if not the run's --n-prompt (a slots case sets its own)."""
+    ctx: int | None = None
+    """Context cells (per slot in a slots case), if not the run's --ctx."""
 
     @property
     def model(self) -> str:
@@ -177,7 +218,8 @@ class Case:
     def name(self) -> str:
         split = f" ngl={self.gpu_layers}" if self.gpu_layers is not None else ""
         experts = " experts=CPU" if self.experts_on_cpu else ""
-        return f"{self.model} kv={self.kv}{split}{experts} switch {'on' if self.batch_invariant else 'off'}"
+        slots = f" slots={self.slots} kvu={'on' if self.kv_unified else 'off'}" if self.slots else ""
+        return f"{self.model} kv={self.kv}{split}{experts}{slots} switch {'on' if self.batch_invariant else 'off'}"
 
 
 @dataclass
@@ -212,6 +254,13 @@ def exact_hybrid_backends() -> set[str]:
     Mamba-2): those of exact_backends() that its build info also lists under exact_hybrid_backends; on any other
     backend the hybrid cases are reported, not judged."""
     return exact_backends() & set(runtime.build_info().get("exact_hybrid_backends", []))
+
+
+def exact_slots_backends() -> set[str]:
+    """The backends this wheel holds to "identical" for several sequences side by side (a server's slots): those
+    of exact_backends() that its build info also lists under exact_slots_backends; elsewhere the slots cases are
+    reported, not judged."""
+    return exact_backends() & set(runtime.build_info().get("exact_slots_backends", []))
 
 
 def exact_experts_on_cpu_backends() -> set[str]:
@@ -267,6 +316,15 @@ def type_cases(backend: str, quants: list[str]) -> list[Case]:
     """The default run's weight-type cases, one model of each of ``quants``: KV f16, then the controls."""
     on, off = ("identical", "differ") if backend in exact_backends() else ("none", "none")
     return [Case(quant, "f16", True, on) for quant in quants] + [Case(quant, "f16", False, off) for quant in quants]
+
+
+def slots_cases(backend: str, quant: str) -> list[Case]:
+    """The slots case of one model (SLOTS_RUNS) and its control: the stock kernels and KV placement make a
+    request's logits depend on the requests beside it."""
+    run = SLOTS_RUNS[backend]
+    on, off = ("identical", "differ") if backend in exact_slots_backends() else ("none", "none")
+    return [Case(quant, "f16", switch, on if switch else off, n_gen=run.n_gen, slots=run.slots,
+                 kv_unified=run.kv_unified, n_prompt=run.n_prompt, ctx=run.ctx) for switch in (True, False)]
 
 
 def moe_cases(backend: str) -> list[Case]:
@@ -351,12 +409,14 @@ def run_case(case: Case, model: Path, args: argparse.Namespace, json_dir: Path, 
     report_path = json_dir / f"{case.name.replace(' ', '_').replace('=', '-')}.json"
     env = switch_environment(case.batch_invariant)
     command = [
-        str(tool_dir() / "hiraishin-replay"), "replay", "--model", str(model),
+        str(tool_dir() / "hiraishin-replay"), "slots" if case.slots else "replay", "--model", str(model),
         "--cache-type-k", case.kv, "--cache-type-v", case.kv,
-        "--n-gen", str(case_n_gen(case, args)), "--n-prompt", str(args.n_prompt),
+        "--n-gen", str(case_n_gen(case, args)), "--n-prompt", str(case.n_prompt or args.n_prompt),
         "--batches", ",".join(str(b) for b in args.batches),
-        "--ctx", str(args.ctx), "--expect", case.expect, "--json", str(report_path),
+        "--ctx", str(case.ctx or args.ctx), "--expect", case.expect, "--json", str(report_path),
     ]
+    if case.slots:
+        command += ["--slots", str(case.slots), "--kv-unified", "on" if case.kv_unified else "off"]
     if case.gpu_layers is not None:
         command += ["--ngl", str(case.gpu_layers)]
     if case.experts_on_cpu:
@@ -427,12 +487,13 @@ def control_note(case: Case, result: CaseResult, args: argparse.Namespace, backe
     if case.expect != "differ" or result.passed or result.error:
         return None
     n_gen = case_n_gen(case, args)
-    last_position = args.n_prompt + n_gen - 1
+    n_prompt = case.n_prompt or args.n_prompt
+    last_position = n_prompt + n_gen - 1
     reach = CPU_CONTROL_FIRST_DIFFERENCE + CONTROL_MARGIN
     if backend == "cpu" and max(args.batches) < CPU_CONTROL_EARLY_BATCH and last_position < reach - 1:
-        suggested = max(DEFAULT_N_GEN["cpu"], reach - args.n_prompt)
+        suggested = max(DEFAULT_N_GEN["cpu"], reach - n_prompt)
         return (f"{case.name}: the control proves nothing at this length: --n-gen {n_gen} after the "
-                f"{args.n_prompt}-token prompt reaches KV position {last_position} only, and in the default CPU "
+                f"{n_prompt}-token prompt reaches KV position {last_position} only, and in the default CPU "
                 f"run (--n-gen {DEFAULT_N_GEN['cpu']}) the stock kernels differed at b = 2 and 3 only from "
                 f"position {CPU_CONTROL_FIRST_DIFFERENCE} on; raise --n-gen to {suggested} or more")
     # A shortened case (the mixture-of-experts ones) is judged at its own length.
@@ -478,6 +539,12 @@ def render_table(results: list[CaseResult], batches: list[int]) -> str:
     if any(result.case.experts_on_cpu and result.case.expect == "none" for result in results):
         lines.append("experts=CPU cases are reported, not judged: this build does not claim MoE models exact with "
                      "their experts on the CPU (its build info lists no exact_moe_experts_on_cpu_backends for it)")
+    if any(result.case.slots for result in results):
+        lines.append("slots cases: positions of each size of verify batch, of every request, whose logits differ from "
+                     "the request decoded alone")
+    if any(result.case.slots and result.case.expect == "none" for result in results):
+        lines.append("slots cases are reported, not judged: this build does not claim several sequences side by side "
+                     "exact on this backend (its build info lists no exact_slots_backends for it)")
     if any(result.case.hybrid and result.case.expect == "none" for result in results):
         lines.append("hybrid cases are reported, not judged: this build does not claim models with recurrent layers "
                      "exact on this backend (its build info lists no exact_hybrid_backends for it)")
@@ -583,6 +650,13 @@ def build_parser() -> ArgumentParser:
                         help="on CUDA, run a model of each of the weight types " + ", ".join(TYPE_QUANTS["cuda"])
                              + " after the main ones, KV f16 and a control each (default: on where --quants is "
                              "left out; --no-types leaves them out); the CPU backend has none")
+    parser.add_argument("--slots", action=argparse.BooleanOptionalAction, default=None,
+                        help="run the slots case of the first dense model after the others (default: on; --no-slots "
+                             f"leaves it out): hiraishin-replay slots, {SLOTS_RUNS['cpu'].slots} requests side by side "
+                             "and a second round, as llama-server -np 4 serves them, their batches joined, against each "
+                             f"request alone; on CUDA a KV stream per slot and {SLOTS_RUNS['cuda'].n_prompt}-token "
+                             "prompts, on the CPU the unified KV cache; a control each. Reported, not judged, unless "
+                             "the build lists the backend under exact_slots_backends")
     parser.add_argument("--allow-cpu", action="store_true", help="with a CUDA wheel and no GPU, test the CPU backend instead of failing")
     return parser
 
@@ -698,6 +772,9 @@ def main(argv: list[str] | None = None) -> int:
         cases = default_cases(backend, [args.model.name], kv_types, gpu_layers or None,
                               moe=kind is None or kind.is_moe, experts_on_cpu_case=kind is not None and kind.is_moe,
                               hybrid=kind is not None and kind.recurrent)
+        # several slots are claimed for dense models only
+        if args.slots is not False and kind is not None and not kind.is_moe and not kind.recurrent:
+            cases += slots_cases(backend, args.model.name)
     else:
         cases = default_cases(backend, quants, kv_types, gpu_layers or None, moe=main_moe,
                               preset=preset if main_moe or main_hybrid else None, hybrid=main_hybrid)
@@ -707,6 +784,8 @@ def main(argv: list[str] | None = None) -> int:
             cases += moe_cases(backend)
         if run_hybrid:
             cases += hybrid_cases(backend)
+        if args.slots is not False and not main_moe and not main_hybrid:
+            cases += slots_cases(backend, quants[0])
         try:
             models = {}
             for chosen in synthetic_sets:
@@ -765,6 +844,10 @@ def main(argv: list[str] | None = None) -> int:
         "hybrid": {"cases": sum(1 for r in results if r.case.hybrid),
                    "synthetic": [asdict(m) for m in HYBRID_MODELS[backend]] if run_hybrid else [],
                    "exact_hybrid_backends": sorted(exact_hybrid_backends())},
+        # Whether the slots cases ran, how they were set, and where several slots are claimed exact.
+        "slots": {"cases": sum(1 for r in results if r.case.slots),
+                  "run": asdict(SLOTS_RUNS[backend]),
+                  "exact_slots_backends": sorted(exact_slots_backends())},
         "n_gen": args.n_gen,
         "batches": batches,
         "cases": [

@@ -16,6 +16,12 @@
 //           decoding of the target model.
 //   bench   Time one verify pass of b tokens (llama_decode + synchronize) for
 //           each b, plain one-token decoding, and the device's copy bandwidth.
+//   slots   Decode several requests greedily, each alone, then replay them as
+//           a server's slots do: sequences side by side in one context, their
+//           prompt chunks and verify batches joined into shared batches,
+//           starting at different times, a slot taking a new request when its
+//           last one ends; compare each position's logits bit for bit with
+//           the request decoded alone.
 //
 // In every subcommand --cpu-moe, --n-cpu-moe N and --override-tensor place a
 // mixture-of-experts model's tensors as llama.cpp's own programs do, so that a
@@ -76,6 +82,13 @@ constexpr int kMaxVerifyBatch = 16;
 // cells, so a batch that crosses a multiple of 256 sees a different window
 // than the single-token steps it replaces.
 constexpr int kKvWindowStep = 256;
+
+// slots: a server feeds a long prompt in chunks beside the other slots' tokens; these make a later slot's
+// prompt share batches with the verify batches of the slots that started before it.
+constexpr int kSlotsPromptChunk = 32;
+constexpr int kSlotsStagger     = 3;
+// llama.cpp's server takes up to 256 slots; a replay of more than this many is not what it tests.
+constexpr int kMaxSlots         = 64;
 
 // --n-cpu-moe makes one pattern per layer, and llama.cpp compiles every pattern for every tensor it
 // loads; no model has this many layers, and a typed "999" for "all" still loads in seconds.
@@ -159,13 +172,14 @@ std::string recent_llama_errors() {
 // Options
 // ---------------------------------------------------------------------------
 
-enum class Mode { Replay, Spec, Bench };
+enum class Mode { Replay, Spec, Bench, Slots };
 
 const char * mode_name(Mode mode) {
     switch (mode) {
         case Mode::Replay: return "replay";
         case Mode::Spec:   return "spec";
         case Mode::Bench:  return "bench";
+        case Mode::Slots:  return "slots";
     }
     return "replay";
 }
@@ -224,6 +238,10 @@ struct Options {
     bool guard_256 = true;
     int  n_prompts = 1;
 
+    // slots
+    int  n_slots    = 4;
+    bool kv_unified = true;
+
     // bench
     int      bench_reps      = 20;
     int      bench_warmup    = 5;
@@ -247,7 +265,7 @@ llama_flash_attn_type flash_attn_type(const std::string & name) {
 
 void print_usage(FILE * out) {
     fprintf(out,
-        "usage: %s [replay|spec|bench] --model PATH [options]\n"
+        "usage: %s [replay|spec|bench|slots] --model PATH [options]\n"
         "\n"
         "replay (default): decode greedily one token at a time, then replay the same tokens in\n"
         "  batches of b and compare each position's logits bit for bit.\n"
@@ -256,6 +274,11 @@ void print_usage(FILE * out) {
         "bench: time one verify pass of b tokens after an --n-prompt-token prompt (llama_decode then\n"
         "  llama_synchronize, all b logits requested, the b tokens dropped from the KV cache again),\n"
         "  --n-gen tokens of plain one-token decoding, and the device's copy bandwidth.\n"
+        "slots: decode 2 x --slots requests greedily, each alone, then replay them side by side in\n"
+        "  one context as a server's slots (sequences 0..N-1): their prompts in chunks of %d tokens\n"
+        "  and verify batches of every --batches size joined into shared batches, slot s starting at\n"
+        "  step %d*s and taking its second request when the first ends; each position's logits are\n"
+        "  compared bit for bit with the request decoded alone (--ctx cells per slot).\n"
         "\n"
         "common options:\n"
         "  --model PATH             target model (GGUF), required\n"
@@ -299,6 +322,13 @@ void print_usage(FILE * out) {
         "                           never exceeds %d tokens)\n"
         "  --prompts K              run K prompts, seeds seed..seed+K-1 (default 1)\n"
         "\n"
+        "slots options:\n"
+        "  --slots N                sequences side by side, as llama-server -np N (2 to %d, default 4)\n"
+        "  --kv-unified on|off      one KV cache for every slot (on, the server's default) or a KV\n"
+        "                           stream per slot (off, as llama-server --no-kv-unified)\n"
+        "  --batches, --skip-b1, --no-256-guard as for replay (b = 1, one slot's plain decoding\n"
+        "                           beside the others, is part of the run unless --skip-b1)\n"
+        "\n"
         "bench options:\n"
         "  --batches LIST           batch sizes to time, same forms (default 1-%d)\n"
         "  --reps N                 timed passes per batch size, after the warm-up (default 20)\n"
@@ -308,8 +338,8 @@ void print_usage(FILE * out) {
         "\n"
         "exit status: 0 expectation holds, 1 expectation failed, 2 usage or input error,\n"
         "             3 runtime failure\n",
-        kToolName, kMaxCpuMoeLayers, kMaxVerifyBatch, kMaxVerifyBatch, kKvWindowStep, kMaxVerifyBatch,
-        kMaxVerifyBatch);
+        kToolName, kSlotsPromptChunk, kSlotsStagger, kMaxCpuMoeLayers, kMaxVerifyBatch, kMaxVerifyBatch,
+        kKvWindowStep, kMaxVerifyBatch, kMaxSlots, kMaxVerifyBatch);
 }
 
 long long parse_integer(const std::string & flag, const std::string & text, long long min_value, long long max_value) {
@@ -361,6 +391,8 @@ Options parse_options(int argc, char ** argv) {
             opts.mode = Mode::Replay;
         } else if (args[0] == "spec") {
             opts.mode = Mode::Spec;
+        } else if (args[0] == "slots") {
+            opts.mode = Mode::Slots;
         } else if (args[0] == "bench") {
             opts.mode = Mode::Bench;
             opts.batch_sizes.clear();
@@ -368,17 +400,19 @@ Options parse_options(int argc, char ** argv) {
                 opts.batch_sizes.push_back(b);
             }
         } else {
-            throw UsageError("unknown subcommand '" + args[0] + "'; valid subcommands: replay, spec, bench");
+            throw UsageError("unknown subcommand '" + args[0] + "'; valid subcommands: replay, spec, bench, slots");
         }
         i = 1;
     }
 
     // Flags that only some subcommands read; any other flag applies to all of them.
     const std::map<std::string, std::set<Mode>> flag_modes = {
-        {"--batches",       {Mode::Replay, Mode::Bench}},
+        {"--batches",       {Mode::Replay, Mode::Bench, Mode::Slots}},
         {"--timing-reps",   {Mode::Replay}},
-        {"--skip-b1",       {Mode::Replay}},
-        {"--no-256-guard",  {Mode::Replay, Mode::Spec}},
+        {"--skip-b1",       {Mode::Replay, Mode::Slots}},
+        {"--no-256-guard",  {Mode::Replay, Mode::Spec, Mode::Slots}},
+        {"--slots",         {Mode::Slots}},
+        {"--kv-unified",    {Mode::Slots}},
         {"--draft-model",   {Mode::Spec}},
         {"--n-draft",       {Mode::Spec}},
         {"--prompts",       {Mode::Spec}},
@@ -504,6 +538,14 @@ Options parse_options(int argc, char ** argv) {
             opts.guard_256 = false;
         } else if (flag == "--prompts") {
             opts.n_prompts = (int) parse_integer(flag, value(), 1, 100000);
+        } else if (flag == "--slots") {
+            opts.n_slots = (int) parse_integer(flag, value(), 2, kMaxSlots);
+        } else if (flag == "--kv-unified") {
+            const std::string name = value();
+            if (name != "on" && name != "off") {
+                throw UsageError("--kv-unified expects on or off, got '" + name + "'");
+            }
+            opts.kv_unified = name == "on";
         } else if (flag == "--reps") {
             opts.bench_reps = (int) parse_integer(flag, value(), 1, 100000);
         } else if (flag == "--warmup") {
@@ -524,7 +566,7 @@ Options parse_options(int argc, char ** argv) {
                          " KV cells but --ctx is " + std::to_string(opts.n_ctx) +
                          "; raise --ctx or lower --n-prompt/--n-gen");
     }
-    if (opts.mode == Mode::Replay) {
+    if (opts.mode == Mode::Replay || opts.mode == Mode::Slots) {
         for (const int b : opts.batch_sizes) {
             if ((uint32_t) b > opts.n_ctx) {
                 throw UsageError("batch size " + std::to_string(b) + " exceeds the context size " +
@@ -677,7 +719,7 @@ struct ContextDeleter { void operator()(llama_context * c) const { llama_free(c)
 using ModelPtr   = std::unique_ptr<llama_model, ModelDeleter>;
 using ContextPtr = std::unique_ptr<llama_context, ContextDeleter>;
 
-// Owns a llama_batch for a single sequence (id 0).
+// Owns a llama_batch; each token belongs to one sequence (id 0 unless given).
 class Batch {
 public:
     explicit Batch(int capacity) : batch_(llama_batch_init(capacity, 0, 1)), capacity_(capacity) {}
@@ -687,7 +729,7 @@ public:
 
     void clear() { batch_.n_tokens = 0; }
 
-    void add(llama_token token, llama_pos pos, bool want_logits) {
+    void add(llama_token token, llama_pos pos, bool want_logits, llama_seq_id seq = 0) {
         if (batch_.n_tokens >= capacity_) {
             throw std::logic_error("batch capacity exceeded");
         }
@@ -695,7 +737,7 @@ public:
         batch_.token[i]     = token;
         batch_.pos[i]       = pos;
         batch_.n_seq_id[i]  = 1;
-        batch_.seq_id[i][0] = 0;
+        batch_.seq_id[i][0] = seq;
         batch_.logits[i]    = want_logits ? 1 : 0;
     }
 
@@ -829,13 +871,21 @@ LoadedModel load_model(const std::string & flag, const std::string & path, int n
     return loaded;
 }
 
-ContextPtr make_context(const Options & opts, llama_model * model, int max_batch) {
+// How many sequences a context holds side by side, and whether they share one KV cache.
+struct Sequences {
+    int n_seq_max = 1;
+    std::optional<bool> kv_unified;  // unset: llama.cpp's default
+};
+
+ContextPtr make_context(const Options & opts, llama_model * model, int max_batch, Sequences sequences = {}) {
     llama_context_params params = llama_context_default_params();
-    params.n_ctx           = opts.n_ctx;
+    // --ctx cells for each sequence, as llama-server -c N -np K gives each slot N/K
+    params.n_ctx           = opts.n_ctx * (uint32_t) sequences.n_seq_max;
     // The prompt is prefilled in one batch, so one micro-batch must hold it.
     params.n_batch         = (uint32_t) std::max({512, opts.n_prompt, max_batch});
     params.n_ubatch        = params.n_batch;
-    params.n_seq_max       = 1;
+    params.n_seq_max       = (uint32_t) sequences.n_seq_max;
+    params.kv_unified      = sequences.kv_unified.value_or(params.kv_unified);
     params.n_threads       = opts.n_threads;
     params.n_threads_batch = opts.n_threads;
     params.flash_attn_type = flash_attn_type(opts.fa_name);
@@ -988,6 +1038,8 @@ struct GreedyTrace {
     // step_logits[i * n_vocab ...]: logits produced by decoding generated[i] alone,
     // i.e. the logits for position n_prompt + i. Empty unless requested.
     std::vector<float>  step_logits;
+    // step_hashes[i]: row_hash of those logits, where the whole rows would not fit in memory (slots).
+    std::vector<uint64_t> step_hashes;
     std::vector<double> step_ms;
     double prefill_ms = 0.0;
 };
@@ -1006,10 +1058,25 @@ std::string fnv1a64_hex(const void * data, size_t n_bytes) {
     return buf;
 }
 
+// A fingerprint of one position's logits, bit for bit: the slots subcommand keeps one per position
+// of each request instead of the rows (8 requests of 600 positions over a 152k vocabulary would be
+// 2.9 GB). Two rows with the same bytes get the same hash; rows that differ collide with a chance of
+// 2^-64.
+uint64_t row_hash(const float * logits, int n_vocab) {
+    uint64_t h = 0x6a09e667f3bcc909ULL;
+    for (int i = 0; i < n_vocab; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, &logits[i], sizeof(bits));
+        uint64_t state = h ^ bits;
+        h = splitmix64(state);
+    }
+    return h;
+}
+
 // Decodes n_gen single-token steps after the prompt: each step feeds the
 // previous argmax and yields the logits for its own position.
 GreedyTrace run_plain_greedy(llama_context * ctx, const std::vector<llama_token> & prompt, int n_gen,
-                             int n_vocab, bool keep_logits) {
+                             int n_vocab, bool keep_logits, bool keep_hashes = false) {
     GreedyTrace trace;
     trace.generated.reserve(n_gen);
     trace.step_ms.reserve(n_gen);
@@ -1037,6 +1104,9 @@ GreedyTrace run_plain_greedy(llama_context * ctx, const std::vector<llama_token>
         const float * logits = logits_or_throw(ctx, 0);
         if (keep_logits) {
             std::memcpy(&trace.step_logits[(size_t) i * n_vocab], logits, sizeof(float) * n_vocab);
+        }
+        if (keep_hashes) {
+            trace.step_hashes.push_back(row_hash(logits, n_vocab));
         }
         if (i + 1 < n_gen) {
             trace.generated.push_back(argmax(logits, n_vocab));
@@ -1638,6 +1708,248 @@ int run_replay(const Options & opts) {
     return passed ? kExitOk : kExitExpectationFailed;
 }
 
+// ---------------------------------------------------------------------------
+// slots: requests side by side in one context, as a server's slots
+// ---------------------------------------------------------------------------
+
+// One request of the slots subcommand: its prompt, and its tokens and logits decoded alone.
+struct SlotRequest {
+    int      slot = 0;
+    uint64_t seed = 0;
+    std::vector<llama_token> prompt;
+    GreedyTrace reference;
+    int positions_differ = 0;
+};
+
+// What the shared run did with one verify batch size: positions compared and how many differ.
+struct SlotsBatchResult {
+    int b                  = 0;
+    int batches            = 0;
+    int positions_compared = 0;
+    int positions_differ   = 0;
+    int argmax_flips       = 0;
+    std::optional<int> first_diff_pos;
+
+    bool identical() const { return positions_differ == 0; }
+};
+
+// A request's next step in the shared run.
+struct SlotState {
+    int request     = -1;  // index into the requests, -1 while idle
+    int prompt_fed  = 0;
+    int tokens_fed  = 0;   // reference tokens fed after the prompt
+    int batches_fed = 0;   // verify batches fed, which picks the next size
+};
+
+// One position the shared batch asks logits for.
+struct SlotsOutput {
+    int request;
+    int step;  // the reference step whose logits it must reproduce
+    int b;     // the size of the verify batch it came in
+};
+
+int run_slots(const Options & opts) {
+    LoadedModel model = load_model("--model", opts.model_path, opts.n_gpu_layers, opts.tensor_overrides);
+    std::vector<int> sizes = opts.batch_sizes;
+    if (opts.check_b1) {
+        sizes.insert(sizes.begin(), 1);
+    }
+    const int largest_batch = *std::max_element(sizes.begin(), sizes.end());
+    const int n_slots       = opts.n_slots;
+
+    // The reference: each request alone, in a context of its own.
+    ContextPtr alone = make_context(opts, model.model.get(), largest_batch);
+    print_header(opts, model);
+    printf("slots    %d, KV cache %s, %d requests, prompts in chunks of %d tokens, slot s starting at step %d*s, "
+           "256 guard %s\n", n_slots, opts.kv_unified ? "unified" : "a stream per slot", 2 * n_slots,
+           kSlotsPromptChunk, kSlotsStagger, opts.guard_256 ? "on" : "off");
+
+    std::vector<SlotRequest> requests(2 * n_slots);
+    for (int r = 0; r < (int) requests.size(); ++r) {
+        SlotRequest & request = requests[r];
+        request.slot   = r % n_slots;
+        request.seed   = opts.seed + (uint64_t) r;
+        request.prompt = draw_prompt(model.model.get(), opts.n_prompt, request.seed);
+        if (r == 0) {
+            warm_up(alone.get(), request.prompt, largest_batch);
+        }
+        request.reference = run_plain_greedy(alone.get(), request.prompt, opts.n_gen, model.n_vocab, false, true);
+    }
+    alone.reset();
+    printf("alone    %zu requests of %d tokens decoded one token at a time\n\n", requests.size(), opts.n_gen);
+
+    // The shared run: every slot's sequence in one context, one llama_decode per step.
+    const int step_capacity = n_slots * std::max(kSlotsPromptChunk, largest_batch);
+    ContextPtr shared = make_context(opts, model.model.get(), step_capacity, {n_slots, opts.kv_unified});
+    llama_memory_t memory = llama_get_memory(shared.get());
+    const auto n_prompt = (llama_pos) opts.n_prompt;
+
+    std::map<int, SlotsBatchResult> by_b;
+    for (const int b : sizes) {
+        by_b[b].b = b;
+    }
+    std::vector<SlotState> slots(n_slots);
+    std::vector<int> next_request(n_slots);  // the slot's next request: r = slot + n_slots * round
+    for (int s = 0; s < n_slots; ++s) {
+        next_request[s] = s;
+    }
+    Batch batch(step_capacity);
+    std::vector<SlotsOutput> outputs;
+    std::vector<std::pair<int, int>> diff_positions;  // (request, KV position)
+    int steps = 0;
+    const auto started = Clock::now();
+
+    for (int step = 0;; ++step) {
+        batch.clear();
+        outputs.clear();
+        bool pending = false;
+        for (int s = 0; s < n_slots; ++s) {
+            SlotState & slot = slots[s];
+            if (slot.request < 0 && next_request[s] < (int) requests.size() && step >= kSlotsStagger * s) {
+                slot = SlotState{};
+                slot.request = next_request[s];
+                next_request[s] += n_slots;
+            }
+            if (slot.request < 0) {
+                pending = pending || next_request[s] < (int) requests.size();
+                continue;
+            }
+            pending = true;
+            const SlotRequest & request = requests[slot.request];
+            if (slot.prompt_fed < opts.n_prompt) {
+                const int chunk = std::min(kSlotsPromptChunk, opts.n_prompt - slot.prompt_fed);
+                for (int j = 0; j < chunk; ++j) {
+                    batch.add(request.prompt[slot.prompt_fed + j], slot.prompt_fed + j, false, s);
+                }
+                slot.prompt_fed += chunk;
+                continue;
+            }
+            // Slots take the sizes in turn from different places, so that one batch joins verify batches
+            // of different sizes.
+            int b = sizes[(s + slot.batches_fed) % sizes.size()];
+            b = std::min(b, opts.n_gen - slot.tokens_fed);
+            if (opts.guard_256) {
+                b = std::min(b, window_room(n_prompt + slot.tokens_fed));
+            }
+            for (int j = 0; j < b; ++j) {
+                const int at = slot.tokens_fed + j;
+                batch.add(request.reference.generated[at], n_prompt + at, true, s);
+                outputs.push_back({slot.request, at, b});
+            }
+            slot.tokens_fed += b;
+            slot.batches_fed += 1;
+            if (by_b.count(b)) {
+                by_b[b].batches += 1;
+            }
+        }
+        if (!pending) {
+            break;
+        }
+        if (batch.size() == 0) {
+            continue;
+        }
+        decode_or_throw(shared.get(), batch, "the slots' shared batch");
+        steps += 1;
+
+        int output_index = 0;
+        for (int i = 0; i < batch.size(); ++i) {
+            if (!batch.get().logits[i]) {
+                continue;
+            }
+            const SlotsOutput & out = outputs[output_index++];
+            SlotRequest & request = requests[out.request];
+            const float * logits = logits_or_throw(shared.get(), i);
+            // A size cut short by the end of the request or the 256 guard is counted under its own size.
+            SlotsBatchResult & result = by_b[out.b];
+            result.b = out.b;
+            result.positions_compared += 1;
+            if (row_hash(logits, model.n_vocab) == request.reference.step_hashes[out.step]) {
+                continue;
+            }
+            const int position = (int) n_prompt + out.step;
+            result.positions_differ += 1;
+            request.positions_differ += 1;
+            diff_positions.emplace_back(out.request, position);
+            const bool last = out.step + 1 >= (int) request.reference.generated.size();
+            if (!last && argmax(logits, model.n_vocab) != request.reference.generated[out.step + 1]) {
+                result.argmax_flips += 1;
+            }
+            if (!result.first_diff_pos || position < *result.first_diff_pos) {
+                result.first_diff_pos = position;
+            }
+        }
+
+        // A finished request leaves its slot: its cells are freed for the next request, which starts
+        // at the next step, as a server slot takes the next request.
+        for (int s = 0; s < n_slots; ++s) {
+            SlotState & slot = slots[s];
+            if (slot.request >= 0 && slot.tokens_fed >= opts.n_gen) {
+                if (!llama_memory_seq_rm(memory, s, -1, -1)) {
+                    throw RuntimeFailure("llama_memory_seq_rm could not free slot " + std::to_string(s));
+                }
+                slot.request = -1;
+            }
+        }
+    }
+    const double shared_ms = ms_since(started);
+
+    printf("%4s %9s %9s %9s %7s %10s\n", "b", "batches", "compared", "differ", "flips", "first-pos");
+    bool any_differ = false;
+    for (const auto & [b, r] : by_b) {
+        printf("%4d %9d %9d %9d %7d %10s\n", b, r.batches, r.positions_compared, r.positions_differ, r.argmax_flips,
+               optional_to_string(r.first_diff_pos).c_str());
+        any_differ = any_differ || !r.identical();
+    }
+    printf("\n%-8s %6s %6s %9s\n", "request", "slot", "seed", "differ");
+    for (int r = 0; r < (int) requests.size(); ++r) {
+        printf("%-8d %6d %6" PRIu64 " %9d\n", r, requests[r].slot, requests[r].seed, requests[r].positions_differ);
+    }
+    printf("shared   %d batches in %.1f ms\n", steps, shared_ms);
+
+    const auto [verdict, passed] = judge(opts.expect, any_differ, any_differ);
+
+    if (!opts.json_path.empty()) {
+        JsonWriter json;
+        json.begin_object();
+        write_common_json(json, opts, model);
+        json.key("slots").value(n_slots);
+        json.key("kv_unified").value(opts.kv_unified);
+        json.key("prompt_chunk").value(kSlotsPromptChunk);
+        json.key("stagger_steps").value(kSlotsStagger);
+        json.key("guard_256").value(opts.guard_256);
+        json.key("shared_batches").value(steps);
+        json.key("shared_ms").value(shared_ms);
+        json.key("requests").begin_array();
+        for (const auto & request : requests) {
+            json.begin_object();
+            json.key("slot").value(request.slot);
+            json.key("seed").value(request.seed);
+            json.key("positions_compared").value((int) request.reference.generated.size());
+            json.key("positions_differ").value(request.positions_differ);
+            json.key("tokens_fnv1a64").value(fnv1a64_hex(request.reference.generated.data(),
+                                                         request.reference.generated.size() * sizeof(llama_token)));
+            json.end_object();
+        }
+        json.end_array();
+        json.key("results").begin_array();
+        for (const auto & [b, r] : by_b) {
+            json.begin_object();
+            json.key("b").value(b);
+            json.key("batches").value(r.batches);
+            json.key("positions_compared").value(r.positions_compared);
+            json.key("positions_differ").value(r.positions_differ);
+            json.key("argmax_flips").value(r.argmax_flips);
+            json.key("first_diff_pos");
+            r.first_diff_pos ? json.value(*r.first_diff_pos) : json.null();
+            json.key("identical").value(r.identical());
+            json.end_object();
+        }
+        json.end_array();
+        finish_report(json, opts, {verdict, passed});
+    }
+    return passed ? kExitOk : kExitExpectationFailed;
+}
+
 int run_spec(const Options & opts) {
     LoadedModel target = load_model("--model", opts.model_path, opts.n_gpu_layers, opts.tensor_overrides);
     std::optional<LoadedModel> separate_draft;
@@ -1994,6 +2306,7 @@ int main(int argc, char ** argv) {
             case Mode::Replay: status = run_replay(opts); break;
             case Mode::Spec:   status = run_spec(opts);   break;
             case Mode::Bench:  status = run_bench(opts);  break;
+            case Mode::Slots:  status = run_slots(opts);  break;
         }
     } catch (const UsageError & e) {
         fprintf(stderr, "%s: error: %s\n", kToolName, e.what());
