@@ -9,7 +9,8 @@
 #                                                      # tree, path relative to the repository), to time against it
 #
 # Static (one file to carry, ~10 MB compressed), flash-attention kernels off (their instances
-# dominate the build; the FA cases then run on the CPU and say so), VMM off (no libcuda.so on a
+# dominate the build; the FA cases then run on the CPU and say so; KERNEL_BUILD_FA=ON builds them, for
+# a flash-attention experiment, in a build directory of its own), VMM off (no libcuda.so on a
 # machine without a driver). Needs nvcc, cuBLAS headers and libraries: ci/cuda-toolkit-from-pypi.sh DIR makes
 # them from PyPI's wheels (put the CUDA_HOME it prints, /bin, first on PATH).
 set -euo pipefail
@@ -57,7 +58,7 @@ if [ -n "$diff" ]; then
 fi
 if [ ! -f "$dir/b/build.ninja" ] || [ "$reconfigure" = 1 ]; then
     cmake -S "$dir/src" -B "$dir/b" -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DGGML_NATIVE=OFF \
-        -DGGML_CUDA_FA=OFF -DGGML_CUDA_NO_VMM=ON -DBUILD_SHARED_LIBS=OFF -DGGML_CUDA_NCCL=OFF -DLLAMA_CURL=OFF \
+        -DGGML_CUDA_FA="${KERNEL_BUILD_FA:-OFF}" -DGGML_CUDA_NO_VMM=ON -DBUILD_SHARED_LIBS=OFF -DGGML_CUDA_NCCL=OFF -DLLAMA_CURL=OFF \
         -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \
         -DGGML_OPENMP=OFF -DCMAKE_BUILD_TYPE=Release > "$dir/cmake.log"
 fi
