@@ -162,6 +162,14 @@ def report_header(tool: str, venv: Path, device: str) -> dict:
             "device": device, "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "wheel": version}
 
 
+def token_range(text: str) -> tuple[int, ...]:
+    """The token ids of ``FIRST-LAST`` (or one id), for --ban-tokens; ValueError naming the text otherwise."""
+    first, _, last = text.partition("-")
+    if not (first.isdigit() and (last or first).isdigit()) or int(last or first) < int(first):
+        raise ValueError(f"{text}: give a range of token ids FIRST-LAST, e.g. 3-258")
+    return tuple(range(int(first), int(last or first) + 1))
+
+
 def complete(base: str, prompt: str, n_predict: int, timeout_s: float, banned: tuple[int, ...] = (),
              cache_prompt: bool = False) -> dict:
     """``banned``: token ids the sampler may not choose (logit_bias false), the same for both servers;
@@ -300,12 +308,10 @@ def main() -> None:
     args = parser.parse_args()
     args.log_dir.mkdir(parents=True, exist_ok=True)
     prompts = PROMPTS[:args.prompts]
-    banned: tuple[int, ...] = ()
-    if args.ban_tokens:
-        first, _, last = args.ban_tokens.partition("-")
-        if not (first.isdigit() and (last or first).isdigit()) or int(last or first) < int(first):
-            parser.error(f"--ban-tokens {args.ban_tokens}: give a range of token ids FIRST-LAST, e.g. 3-258")
-        banned = tuple(range(int(first), int(last or first) + 1))
+    try:
+        banned = token_range(args.ban_tokens) if args.ban_tokens else ()
+    except ValueError as error:
+        parser.error(f"--ban-tokens {error}")
     states = {}
     for name in (("on", "off") if args.switch == "both" else (args.switch,)):
         with contextlib.ExitStack() as workers:

@@ -14,6 +14,14 @@ false. Each concurrent request's tokens are compared with its reference; the gua
 With ``--draft`` both servers draft with the model itself (``-md M --spec-type draft-simple``). Where a
 GPU device is registered, the server in batch-invariant mode warns that ``-np`` above 1 is not covered;
 on the CPU backend (stack revision 27) it is, and this script is the measurement behind it.
+
+    python3 benchmarks/server_slots.py --venv VENV --model M.gguf --throughput 1,2,4,8 [--requests-per-slot 2]
+
+measures instead what exactness costs a shared server: for each N, each switch state and each of drafting off
+and on, one ``llama-server -np N`` answers N x --requests-per-slot greedy requests (the prompts in turn) from N
+client threads, and the report gives the generated tokens per second over all slots, from the first request
+sent to the last answer (server start-up left out), with exact/stock per N and whether exact decoding with
+drafts beats stock decoding without them.
 """
 
 from __future__ import annotations
@@ -31,7 +39,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from hiraishin_build.smoke import llama_server  # noqa: E402
-from server_exact import DRAFT_ARGS, PROMPTS, SWITCH_ENV, Answer, complete, get_json, report_header  # noqa: E402
+from server_exact import (DRAFT_ARGS, PROMPTS, SWITCH_ENV, Answer, complete, get_json, report_header,  # noqa: E402
+                          token_range)
 
 
 # Context cells a slot gets, as server_exact.py's one-slot server has: a prompt and 200 tokens fit.
@@ -47,9 +56,10 @@ def server_args(model: Path, slots: int, *, draft: bool, kv_unified: bool, extra
 
 
 def answers(venv: Path, args: list[str], env: dict[str, str], log: Path, prompts: tuple[str, ...], n_predict: int,
-            clients: int) -> tuple[dict[int, Answer], dict]:
+            clients: int, banned: tuple[int, ...] = ()) -> tuple[dict[int, Answer], dict]:
     """Every prompt's answer (by prompt number) from ``clients`` threads at once, each taking the next prompt
-    not yet asked as soon as its last answer came."""
+    not yet asked as soon as its last answer came. The run's ``requests_s`` is the time from the first request
+    to the last answer, its ``tokens`` the tokens generated in it."""
     results: dict[int, Answer] = {}
     started = time.monotonic()
     with llama_server(venv, args, log, env=env) as (base, startup):
@@ -63,13 +73,16 @@ def answers(venv: Path, args: list[str], env: dict[str, str], log: Path, prompts
                 except IndexError:
                     return
                 asked = time.monotonic()
-                results[number] = Answer.from_response(complete(base, prompts[number], n_predict, 600.0),
+                results[number] = Answer.from_response(complete(base, prompts[number], n_predict, 600.0, banned),
                                                        time.monotonic() - asked)
 
+        requests_started = time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(clients) as pool:
             for future in [pool.submit(client) for _ in range(clients)]:
                 future.result()
+        requests_s = time.monotonic() - requests_started
     return results, {"startup_s": startup, "seconds": round(time.monotonic() - started, 1),
+                     "requests_s": requests_s, "tokens": sum(len(a.tokens) for a in results.values()),
                      "slots": len(slots or []), "speculative": bool(slots and slots[0].get("speculative"))}
 
 
@@ -81,13 +94,15 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
 
 
 def switch_state(venv: Path, model: Path, log_dir: Path, *, switch_on: bool, slots: int, prompts: tuple[str, ...],
-                 n_predict: int, draft: bool, kv_unified: bool, extra: tuple[str, ...] = ()) -> dict:
+                 n_predict: int, draft: bool, kv_unified: bool, extra: tuple[str, ...] = (),
+                 banned: tuple[int, ...] = ()) -> dict:
     name = "on" if switch_on else "off"
     env = SWITCH_ENV[switch_on]
     alone, alone_run = answers(venv, server_args(model, 1, draft=draft, kv_unified=kv_unified, extra=extra),
-                               env, log_dir / f"alone-{name}.log", prompts, n_predict, clients=1)
+                               env, log_dir / f"alone-{name}.log", prompts, n_predict, clients=1, banned=banned)
     shared, shared_run = answers(venv, server_args(model, slots, draft=draft, kv_unified=kv_unified, extra=extra),
-                                 env, log_dir / f"slots{slots}-{name}.log", prompts, n_predict, clients=slots)
+                                 env, log_dir / f"slots{slots}-{name}.log", prompts, n_predict, clients=slots,
+                                 banned=banned)
     rows = []
     for number in range(len(prompts)):
         reference, other = alone[number].tokens, shared[number].tokens
@@ -96,6 +111,54 @@ def switch_state(venv: Path, model: Path, log_dir: Path, *, switch_on: bool, slo
                      "tokens": [len(reference), len(other)]})
     return {"alone": alone_run, "shared": shared_run, "per_prompt": rows,
             "identical": sum(row["identical"] for row in rows), "compared": len(rows)}
+
+
+def throughput(venv: Path, model: Path, log_dir: Path, *, counts: list[int], switches: tuple[str, ...],
+               prompts: tuple[str, ...], requests_per_slot: int, n_predict: int, kv_unified: bool,
+               extra: tuple[str, ...] = (), banned: tuple[int, ...] = ()) -> dict:
+    """Tokens per second over all slots of ``llama-server -np N`` with N clients, for each N, switch state and
+    drafting off and on; then exact/stock per N and drafting, and exact with drafts against stock without."""
+    runs = []
+    for n in counts:
+        # the prompts in turn, as many requests as N clients take requests_per_slot times each
+        workload = tuple(prompts[i % len(prompts)] for i in range(n * requests_per_slot))
+        for draft in (False, True):
+            for name in switches:
+                label = f"np{n}-{'draft' if draft else 'plain'}-{name}"
+                _, run = answers(venv, server_args(model, n, draft=draft, kv_unified=kv_unified, extra=extra),
+                                 SWITCH_ENV[name == "on"], log_dir / f"{label}.log", workload, n_predict, clients=n,
+                                 banned=banned)
+                tokens_per_s = run["tokens"] / run["requests_s"] if run["requests_s"] > 0 else 0.0
+                # the server's own slot count from /slots stays as "server_slots"
+                runs.append({**{k: v for k, v in run.items() if k != "slots"}, "server_slots": run["slots"],
+                             "slots": n, "draft": draft, "switch": name, "requests": len(workload),
+                             "tokens_per_s": round(tokens_per_s, 2)})
+                print(f"-np {n} {'draft' if draft else 'plain'} switch {name}: {run['tokens']} tokens in "
+                      f"{run['requests_s']:.2f} s, {tokens_per_s:.1f} tokens/s", flush=True)
+    rate = {(r["slots"], r["draft"], r["switch"]): r["tokens_per_s"] for r in runs}
+    summary = []
+    for n in counts:
+        row: dict = {"slots": n}
+        for draft in (False, True):
+            exact, stock = rate.get((n, draft, "on")), rate.get((n, draft, "off"))
+            row["exact_over_stock_" + ("draft" if draft else "plain")] = (
+                round(exact / stock, 3) if exact and stock else None)
+        exact_draft, stock_plain = rate.get((n, True, "on")), rate.get((n, False, "off"))
+        row["exact_draft_over_stock_plain"] = round(exact_draft / stock_plain, 3) if exact_draft and stock_plain else None
+        summary.append(row)
+    return {"runs": runs, "summary": summary, "requests_per_slot": requests_per_slot}
+
+
+def counts_of(text: str) -> list[int]:
+    """--throughput's slot counts: a comma list of 1 to 8 each, in the order given, no repeats."""
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{text}: give slot counts separated by commas, e.g. 1,2,4,8") from None
+    bad = [n for n in counts if not 1 <= n <= 8]
+    if bad or len(set(counts)) != len(counts):
+        raise ValueError(f"{text}: each slot count once, from 1 to 8")
+    return counts
 
 
 def main() -> None:
@@ -112,25 +175,58 @@ def main() -> None:
     parser.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                         help="one more llama-server argument for both servers (repeat it), e.g. --server-arg=-ub "
                              "--server-arg=16")
+    parser.add_argument("--ban-tokens", metavar="FIRST-LAST",
+                        help="token ids no request may generate (logit_bias), e.g. 3-258 for a synthetic model's "
+                             "byte tokens, which the server's reply parser refuses alone")
+    parser.add_argument("--throughput", metavar="N,N,...",
+                        help="measure tokens/s over all slots for these -np values (1 to 8), each switch state, "
+                             "drafting off and on, instead of comparing requests")
+    parser.add_argument("--requests-per-slot", type=int, default=2,
+                        help="with --throughput: requests each client sends (default 2)")
     parser.add_argument("--log-dir", type=Path, default=Path("server-slots-logs"))
     parser.add_argument("--json", type=Path)
     parser.add_argument("--device", default=f"{platform.machine()}, {platform.processor() or 'cpu'}")
     args = parser.parse_args()
     if not 2 <= args.slots <= 8:
         parser.error(f"--slots {args.slots}: give 2 to 8")
+    if not 1 <= args.prompts <= len(PROMPTS):
+        parser.error(f"--prompts {args.prompts}: give 1 to {len(PROMPTS)}")
+    if args.requests_per_slot < 1:
+        parser.error(f"--requests-per-slot {args.requests_per_slot}: give 1 or more")
+    try:
+        banned = token_range(args.ban_tokens) if args.ban_tokens else ()
+    except ValueError as error:
+        parser.error(f"--ban-tokens {error}")
+    try:
+        counts = counts_of(args.throughput) if args.throughput else []
+    except ValueError as error:
+        parser.error(f"--throughput {error}")
     args.log_dir.mkdir(parents=True, exist_ok=True)
     prompts = PROMPTS[:args.prompts]
+    switches = ("on", "off") if args.switch == "both" else (args.switch,)
+    header = {**report_header("benchmarks/server_slots.py", args.venv, args.device),
+              "model": args.model.name, "server_args": args.server_arg, "banned_tokens": args.ban_tokens,
+              "kv_unified": args.kv_unified, "n_predict": args.n_predict}
+    if counts:
+        result = throughput(args.venv, args.model, args.log_dir, counts=counts, switches=switches, prompts=prompts,
+                            requests_per_slot=args.requests_per_slot, n_predict=args.n_predict,
+                            kv_unified=args.kv_unified == "on", extra=tuple(args.server_arg), banned=banned)
+        for row in result["summary"]:
+            print(f"-np {row['slots']}: exact/stock {row['exact_over_stock_plain']} plain, "
+                  f"{row['exact_over_stock_draft']} with drafts; exact with drafts / stock without "
+                  f"{row['exact_draft_over_stock_plain']}", flush=True)
+        if args.json:
+            args.json.write_text(json.dumps({**header, "throughput": result}, indent=1) + "\n")
+        return
     states = {}
-    for name in (("on", "off") if args.switch == "both" else (args.switch,)):
+    for name in switches:
         states[name] = switch_state(args.venv, args.model, args.log_dir, switch_on=name == "on", slots=args.slots,
                                     prompts=prompts, n_predict=args.n_predict, draft=args.draft,
-                                    kv_unified=args.kv_unified == "on", extra=tuple(args.server_arg))
+                                    kv_unified=args.kv_unified == "on", extra=tuple(args.server_arg), banned=banned)
         print(f"switch {name}: {states[name]['identical']}/{states[name]['compared']} requests identical to their "
               f"-np 1 run; first differing tokens {[r['first_diff_token'] for r in states[name]['per_prompt']]}",
               flush=True)
-    report = {**report_header("benchmarks/server_slots.py", args.venv, args.device),
-              "model": args.model.name, "slots": args.slots, "server_args": args.server_arg, "draft": args.draft,
-              "kv_unified": args.kv_unified, "n_predict": args.n_predict, "states": states}
+    report = {**header, "slots": args.slots, "draft": args.draft, "states": states}
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
 

@@ -23,7 +23,7 @@
 #   gpu_session.sh partial TAG     # replay with the 4-layer Q4_K_M model split GPU/CPU (--ngl 2), by switch name
 #   gpu_session.sh model-part DIR  # keep DIR's smol.part* under /tmp/model (a real model travels in parts)
 #   gpu_session.sh server          # benchmarks/server_exact.py on SmolLM2 reassembled from its parts
-#   gpu_session.sh slots           # benchmarks/server_slots.py -np 4 with drafts (per-slot and unified KV) and the prompt cost
+#   gpu_session.sh slots           # benchmarks/server_slots.py -np 4 with drafts (per-slot and unified KV), the throughput at -np 1-8, the prompt cost
 #   gpu_session.sh ptx ARCH        # a cu13-smARCH wheel of ARCH-virtual PTX only, run here by JIT: smoke + op tests
 #   gpu_session.sh multigpu        # on a machine with several GPUs: smoke and replays with the layers split across them
 #   gpu_session.sh rpc             # a model split across a CUDA and a CPU rpc-server worker and the local GPU, every b
@@ -272,11 +272,18 @@ slots)
     device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
     for kvu in off on; do
         t=$(date +%s)
+        # the synthetic vocabulary's byte tokens (3-258) are banned: the server's reply parser refuses their lone pieces
         python3 "$REPO/benchmarks/server_slots.py" --venv "$VENV" --model "$model" --slots 4 --prompts 8 --draft \
-            --kv-unified "$kvu" --switch both --server-arg=-ngl --server-arg=99 --log-dir "/tmp/slots-logs-$kvu" \
-            --json "$OUT/server-slots-cuda-kvu-$kvu.json" --device "$device" 2>&1 | tail -12
+            --kv-unified "$kvu" --switch both --ban-tokens 3-258 --server-arg=-ngl --server-arg=99 \
+            --log-dir "/tmp/slots-logs-$kvu" --json "$OUT/server-slots-cuda-kvu-$kvu.json" --device "$device" 2>&1 | tail -12
         echo "server_slots --kv-unified $kvu exit ${PIPESTATUS[0]} in $(( $(date +%s) - t ))s"
     done
+    # tokens/s over all slots at -np 1, 2, 4, 8, exact and stock, drafting off and on (a KV stream per slot)
+    t=$(date +%s)
+    python3 "$REPO/benchmarks/server_slots.py" --venv "$VENV" --model "$model" --throughput 1,2,4,8 --kv-unified off \
+        --ban-tokens 3-258 --server-arg=-ngl --server-arg=99 --log-dir /tmp/slots-logs-throughput \
+        --json "$OUT/server-throughput-cuda.json" --device "$device" 2>&1 | tail -5
+    echo "server_slots --throughput exit ${PIPESTATUS[0]} in $(( $(date +%s) - t ))s"
     bench=$VENV/bin/llama-bench
     for bi in 1 0; do
         GGML_BATCH_INVARIANT=$bi "$bench" -m "$model" -ngl 99 -fa 1 -p 512 -n 64 -r 3 -o json \

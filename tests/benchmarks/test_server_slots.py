@@ -1,0 +1,83 @@
+"""benchmarks/server_slots.py's throughput mode against the stand-in llama-server of test_server_exact.py: one
+server per slot count, switch state and drafting, its tokens counted over the request phase, and the ratios
+the several-slots issue asks for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.benchmarks.test_server_exact import venv  # noqa: F401 (fixture)
+from tests.helpers import load_benchmark
+
+server_slots = load_benchmark("server_slots")
+
+
+def test_throughput_runs_every_slot_count_switch_and_drafting(venv: Path, tmp_path: Path,  # noqa: F811
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STAND_IN_FAULT", "")
+    result = server_slots.throughput(venv, tmp_path / "model.gguf", tmp_path, counts=[1, 2], switches=("on", "off"),
+                                     prompts=("a", "bb", "ccc"), requests_per_slot=2, n_predict=10, kv_unified=True)
+    runs = result["runs"]
+    assert [(r["slots"], r["draft"], r["switch"]) for r in runs] == [
+        (1, False, "on"), (1, False, "off"), (1, True, "on"), (1, True, "off"),
+        (2, False, "on"), (2, False, "off"), (2, True, "on"), (2, True, "off")]
+    # N clients take requests_per_slot requests each, and every answer's tokens are counted
+    assert [r["requests"] for r in runs] == [2] * 4 + [4] * 4
+    assert [r["tokens"] for r in runs] == [20] * 4 + [40] * 4
+    for run in runs:
+        assert 0 < run["requests_s"] <= run["seconds"]
+        assert run["tokens_per_s"] == pytest.approx(run["tokens"] / run["requests_s"], rel=0.01)
+        assert run["speculative"] == run["draft"]
+    # each server was started with its own -np and its own log
+    assert sorted(p.name for p in tmp_path.glob("np*.log")) == sorted(
+        f"np{n}-{d}-{s}.log" for n in (1, 2) for d in ("draft", "plain") for s in ("on", "off"))
+    assert [row["slots"] for row in result["summary"]] == [1, 2]
+    assert set(result["summary"][0]) == {"slots", "exact_over_stock_plain", "exact_over_stock_draft",
+                                         "exact_draft_over_stock_plain"}
+
+
+def test_the_summary_divides_the_right_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # a rate of its own for every run, so a ratio taken from the wrong pair of runs shows
+    rates = {(False, "on"): 90.0, (False, "off"): 100.0, (True, "on"): 180.0, (True, "off"): 200.0}
+
+    def fake_answers(venv_dir, args, env, log, prompts, n_predict, clients, banned=()):
+        draft = "-md" in args
+        switch = "on" if env == server_slots.SWITCH_ENV[True] else "off"
+        return {}, {"requests_s": 1.0, "tokens": rates[draft, switch], "seconds": 2.0, "slots": 1}
+
+    monkeypatch.setattr(server_slots, "answers", fake_answers)
+    result = server_slots.throughput(Path("venv"), Path("m.gguf"), tmp_path, counts=[4], switches=("on", "off"),
+                                     prompts=("a",), requests_per_slot=1, n_predict=4, kv_unified=False)
+    assert result["summary"] == [{"slots": 4, "exact_over_stock_plain": 0.9, "exact_over_stock_draft": 0.9,
+                                  "exact_draft_over_stock_plain": 1.8}]
+    # one switch state only: no ratio to give
+    result = server_slots.throughput(Path("venv"), Path("m.gguf"), tmp_path, counts=[4], switches=("on",),
+                                     prompts=("a",), requests_per_slot=1, n_predict=4, kv_unified=False)
+    assert result["summary"][0]["exact_over_stock_plain"] is None
+
+
+def test_banned_tokens_reach_every_request(monkeypatch: pytest.MonkeyPatch, venv: Path, tmp_path: Path) -> None:  # noqa: F811
+    asked = []
+    real = server_slots.complete
+
+    def spy(base, prompt, n_predict, timeout_s, banned=()):
+        asked.append(banned)
+        return real(base, prompt, n_predict, timeout_s, banned)
+
+    monkeypatch.setattr(server_slots, "complete", spy)
+    server_slots.throughput(venv, tmp_path / "model.gguf", tmp_path, counts=[2], switches=("on",), prompts=("a",),
+                            requests_per_slot=1, n_predict=4, kv_unified=True, banned=(3, 4))
+    assert asked and set(asked) == {(3, 4)}
+
+
+@pytest.mark.parametrize("text, counts", [("1,2,4,8", [1, 2, 4, 8]), ("4", [4])])
+def test_slot_counts(text: str, counts: list[int]) -> None:
+    assert server_slots.counts_of(text) == counts
+
+
+@pytest.mark.parametrize("text", ["0,2", "9", "2,2", "two", "1,,2"])
+def test_bad_slot_counts_are_refused_naming_the_text(text: str) -> None:
+    with pytest.raises(ValueError, match=text.replace(",", ",")):
+        server_slots.counts_of(text)
