@@ -74,6 +74,8 @@ CONFLICTING_ON_OLDER = [
     "llama-batch-invariant-mode-cuts-ubatches-to-the-tokens-a-gpu.patch",
     # adds its case next to the KV-layout case of the tests patch above, in test-backend-ops.cpp
     "tests-flash-attention-of-one-slot-s-kv-stream-beside-others.patch",
+    # changes the KV-layout case that the tests patch above adds
+    "tests-the-kv-layout-flash-attention-case-lays-out-its-cells.patch",
 ]
 REQUIRED_REFS = (PREVIOUS, OLDER)
 

@@ -393,3 +393,23 @@ def test_llama_server_with_a_draft_gives_a_hybrid_s_plain_greedy_tokens(
         assert state["identical"] == state["compared"] == len(SERVER_PROMPTS), state["per_prompt"]
     else:
         assert state["identical"] < state["compared"], state["per_prompt"]
+
+
+@pytest.mark.parametrize(("switch", "identical"), [("1", True), ("0", False)])
+def test_a_gated_delta_net_without_its_fused_operator_is_exact_as_one_token_steps(
+        switch: str, identical: bool, quantizer: Path, replay_tool: Path, hybrid_models: dict[str, Path],
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A device without the fused GATED_DELTA_NET, as LLAMA_FUSED_GDN=0 makes the CPU: one token takes the
+    autoregressive form and a batch the chunked one, which adds in another order; batch-invariant mode builds a
+    verify batch as one-token steps instead (stack revision 29), so every b gives one-token decoding's logits
+    with the switch on. Without those steps the switch-on replay differs from b = 2
+    (benchmarks/faults/fault-gdn-without-one-token-steps.diff, revision_29_gdn_one_token_steps_cpu)."""
+    monkeypatch.setenv("LLAMA_FUSED_GDN", "0")
+    model = synthetic.quantize(hybrid_models["tiny-qwen35"], tmp_path / "q.gguf", "Q4_K_M", quantizer)
+    assert_replay_on_the_cpu(model, replay_tool, tmp_path / "replay.json", switch, identical)
+    # the knob took effect: llama.cpp said it built the unfused forms
+    verbose = subprocess.run([str(replay_tool), "replay", "--model", str(model), "--batches", "2", "--n-prompt", "4",
+                              "--n-gen", "4", "--ctx", "64", "--threads", "2", "--verbose"],
+                             check=False, capture_output=True, text=True, timeout=300)
+    assert verbose.returncode == 0, verbose.stderr
+    assert "LLAMA_FUSED_GDN=0: fused gated delta net off" in verbose.stdout + verbose.stderr
