@@ -76,6 +76,8 @@ CONFLICTING_ON_OLDER = [
     "tests-flash-attention-of-one-slot-s-kv-stream-beside-others.patch",
     # changes the KV-layout case that the tests patch above adds
     "tests-the-kv-layout-flash-attention-case-lays-out-its-cells.patch",
+    # the fused gated delta net flags and probes of llama-context.cpp it extends read differently there
+    "llama-batch-invariant-mode-runs-a-gated-delta-net-batch-as-o.patch",
 ]
 REQUIRED_REFS = (PREVIOUS, OLDER)
 
