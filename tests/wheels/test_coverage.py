@@ -379,9 +379,12 @@ def test_a_measured_hybrid_architecture_is_covered_where_the_build_claims_hybrid
 
 def test_a_gated_delta_net_model_is_told_where_its_exactness_ends(measured_hybrids: dict[str, Path],
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    # the fused gated delta net is what makes a batch add as one token does; the note says so
+    # the fused gated delta net is what makes a batch add as one token does, and where a device lacks it a verify
+    # batch runs as one-token steps (revision 29) but a long prompt does not; the note says both
     out = run([str(measured_hybrids["tiny-qwen35"]), "--backend", "cuda"], capsys)[1]
     assert "architecture qwen35: exact where llama.cpp keeps its fused gated delta net" in out
+    assert "a verify batch of up to 16 tokens as one-token steps" in out
+    assert "prompts of more than 16 tokens take the chunked form" in out
 
 
 def test_recurrent_state_is_found_in_an_unlisted_architecture_too(tmp_path: Path,
