@@ -6,6 +6,7 @@ They are skipped unless HIRAISHIN_LLAMA_BIN_DIR points at a directory holding th
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -28,8 +29,9 @@ REPORT_FIELDS = {
 }
 
 
-def _run(tool: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(tool), *args], capture_output=True, text=True, timeout=300)
+def _run(tool: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(tool), *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **env} if env else None)
 
 
 @pytest.mark.parametrize("qtype", synthetic.QUANT_TYPES)
@@ -211,15 +213,20 @@ def test_slots_usage_errors_exit_2(replay_tool: Path, tiny_model: Path, args: li
     assert message in result.stderr
 
 
+# The binary's own default is the switch off; the wheel's launchers turn it on.
+SWITCH_ON = {"GGML_BATCH_INVARIANT": "1", "GGML_CUDA_BATCH_INVARIANT": "1"}
+SWITCH_OFF = {"GGML_BATCH_INVARIANT": "0", "GGML_CUDA_BATCH_INVARIANT": "0"}
+
+
 @pytest.mark.parametrize("kv_unified", ["on", "off"])
 def test_slots_side_by_side_give_each_request_its_logits_alone(replay_tool: Path, tiny_model: Path, tmp_path: Path,
                                                               kv_unified: str) -> None:
-    # The CPU backend in batch-invariant mode (the wheel's programs' default): three slots whose prompt chunks and
-    # verify batches of 1, 2, 5 and 16 tokens share batches give every position the bits of its request alone.
+    # The CPU backend in batch-invariant mode: three slots whose prompt chunks and verify batches of 1, 2, 5 and 16
+    # tokens share batches give every position the bits of its request alone.
     report_path = tmp_path / "slots.json"
     result = _run(replay_tool, "slots", "--model", str(tiny_model), "--slots", "3", "--kv-unified", kv_unified,
                   "--n-prompt", "40", "--n-gen", str(N_GEN), "--batches", "2,5,16", "--ctx", "128",
-                  "--expect", "identical", "--json", str(report_path))
+                  "--expect", "identical", "--json", str(report_path), env=SWITCH_ON)
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(report_path.read_text())
     assert report["mode"] == "slots" and report["slots"] == 3 and report["kv_unified"] == (kv_unified == "on")
@@ -232,3 +239,18 @@ def test_slots_side_by_side_give_each_request_its_logits_alone(replay_tool: Path
     assert sum(r["positions_compared"] for r in report["results"]) == 6 * N_GEN
     assert all(r["batches"] > 0 for r in report["results"])
     assert report["passed"] is True and report["verdict"] == "identical"
+
+
+def test_slots_with_the_switch_off_differ_and_say_so(replay_tool: Path, tiny_model: Path, tmp_path: Path) -> None:
+    # the control: stock kernels and KV placement make a request's logits depend on the requests beside it
+    report_path = tmp_path / "slots.json"
+    result = _run(replay_tool, "slots", "--model", str(tiny_model), "--slots", "3", "--n-prompt", "40",
+                  "--n-gen", str(N_GEN), "--batches", "2,5,16", "--ctx", "128", "--expect", "differ",
+                  "--json", str(report_path), env=SWITCH_OFF)
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(report_path.read_text())
+    assert any(r["positions_differ"] > 0 for r in report["requests"])
+    # and --expect identical fails on it, with exit status 1
+    failed = _run(replay_tool, "slots", "--model", str(tiny_model), "--slots", "3", "--n-prompt", "40",
+                  "--n-gen", str(N_GEN), "--batches", "2,5,16", "--ctx", "128", "--expect", "identical", env=SWITCH_OFF)
+    assert failed.returncode == 1 and "expect identical: FAILED" in failed.stdout
