@@ -129,9 +129,9 @@ def throughput(venv: Path, model: Path, log_dir: Path, *, counts: list[int], swi
                                  SWITCH_ENV[name == "on"], log_dir / f"{label}.log", workload, n_predict, clients=n,
                                  banned=banned)
                 tokens_per_s = run["tokens"] / run["requests_s"] if run["requests_s"] > 0 else 0.0
-                # the server's own slot count from /slots stays as "server_slots"
-                runs.append({**{k: v for k, v in run.items() if k != "slots"}, "server_slots": run["slots"],
-                             "slots": n, "draft": draft, "switch": name, "requests": len(workload),
+                # "slots" is the -np asked for; the count the server's /slots listed is kept beside it
+                run["server_slots"] = run.pop("slots")
+                runs.append({**run, "slots": n, "draft": draft, "switch": name, "requests": len(workload),
                              "tokens_per_s": round(tokens_per_s, 2)})
                 print(f"-np {n} {'draft' if draft else 'plain'} switch {name}: {run['tokens']} tokens in "
                       f"{run['requests_s']:.2f} s, {tokens_per_s:.1f} tokens/s", flush=True)
