@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -87,6 +89,42 @@ def rerun_note(sdist: Path, build_dir: Path) -> str:
             f"directory (--sdist DIR)")
 
 
+SOURCE_STAMP = ".hiraishin-source"
+"""In a build directory: the fingerprint of the unpacked sdist it was last built from."""
+
+
+def source_fingerprint(source_dir: Path) -> str:
+    """sha256 over every file of an unpacked sdist, by relative path and content."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in source_dir.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(source_dir).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def prepare_build_dir(source_dir: Path, build_dir: Path) -> None:
+    """Keep BUILD_DIR for an incremental build only if it was built from these very sources.
+
+    An sdist is reproducible: every file carries the same fixed mtime (1980), so when another sdist of the
+    same version is unpacked to the same directory (a wheel with a planted fault, a stack edited without a
+    new revision), ninja sees no source newer than its objects and links the old ones into the new wheel.
+    A build directory whose stamp names other sources is removed first (ccache keeps the rebuild short); one
+    with the same sources, or without a stamp but with nothing in it, is kept, so an interrupted build resumes.
+    """
+    fingerprint = source_fingerprint(source_dir)
+    stamp = build_dir / SOURCE_STAMP
+    if build_dir.is_dir() and any(build_dir.iterdir()):
+        previous = stamp.read_text(encoding="utf-8").strip() if stamp.is_file() else None
+        if previous != fingerprint:
+            get_logger().info("removing %s: it was built from %s, not from %s (fingerprint %s), and ninja "
+                              "would keep its objects (sdist files all date from 1980)", build_dir,
+                              "other sources" if previous else "sources it did not record",
+                              source_dir, fingerprint[:12])
+            shutil.rmtree(build_dir)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(fingerprint + "\n", encoding="utf-8")
+
+
 def build_wheel(
     sdist: Path,
     recipe: Recipe,
@@ -111,6 +149,12 @@ def build_wheel(
     doctor.require_buildable(recipe, toolchain or doctor.detect())
     check_output_paths(out_dir, build_dir)
     timeouts.check_settings(timeouts.BUILD, timeouts.COMMAND)
+    if sdist.is_dir():
+        prepare_build_dir(sdist, build_dir)
+    else:
+        # pip unpacks a tarball into a new directory each time: CMake configures afresh and compiles all of it,
+        # so the build directory no longer holds the objects of the sources its stamp names
+        (build_dir / SOURCE_STAMP).unlink(missing_ok=True)
     final_dir, out_dir = out_dir, out_dir / "unrepaired"
     out_dir.mkdir(parents=True, exist_ok=True)
     before = set(out_dir.glob("*.whl"))
