@@ -452,10 +452,15 @@ CPU_PROMPT_COST = "cpu-prompt-cost-"
 SERVER_SLOTS_CPU = "server-slots-cpu-"
 
 
-def _newest(results_dir: Path, prefix: str) -> dict | None:
-    """The record PREFIX-revN.json of the highest stack revision N, or None."""
-    revisions = {int(m.group(1)): path for path in results_dir.glob(f"{prefix}rev*.json")
-                 if (m := re.fullmatch(rf"{re.escape(prefix)}rev(\d+)", path.stem))}
+def _revision_records(results_dir: Path, prefix: str) -> dict[int, Path]:
+    """Stack revision N -> the record PREFIX-revN.json (a variant such as PREFIX-revN-dev-build is not it)."""
+    return {int(m.group(1)): path for path in results_dir.glob(f"{prefix}rev*.json")
+            if (m := re.fullmatch(rf"{re.escape(prefix)}rev(\d+)", path.stem))}
+
+
+def _newest(results_dir: Path, prefix: str, below: int | None = None) -> dict | None:
+    """The record PREFIX-revN.json of the highest stack revision N (below BELOW if given), or None."""
+    revisions = {n: path for n, path in _revision_records(results_dir, prefix).items() if below is None or n < below}
     return json.loads(revisions[max(revisions)].read_text(encoding="utf-8")) if revisions else None
 
 
@@ -471,23 +476,50 @@ def _llama_bench_means(record: dict) -> dict[tuple[str, str], dict[str, float]]:
     return {key: {state: sum(v) / len(v) for state, v in states.items()} for key, states in sums.items()}
 
 
+# The stack revision from which the CPU's batch-invariant mode keeps the batched kernels that add as one row does
+# (patches/ggml-cpu-batch-invariant-mode-keeps-the-repacked-gemm-and-sg.patch); before it, every size took one row's.
+CPU_BATCHED_KERNELS_REVISION = 30
+
+
+def _prompt_ratios(record: dict) -> str:
+    means = _llama_bench_means(record)
+    return ", ".join(f"{model} {v['on'] / v['off']:.2f}x" for (model, test), v in sorted(means.items())
+                     if test.startswith("pp") and {"on", "off"} <= set(v))
+
+
 def _cpu_prompt_cost_section(results_dir: Path) -> list[str]:
-    """What batch invariance at every batch size costs the CPU backend's prompt processing, from the newest
-    cpu-prompt-cost record, and what the several-slot server runs took, from the newest server-slots-cpu one."""
+    """What batch-invariant mode at every batch size costs prompt processing on the CPU, from the newest
+    cpu-prompt-cost record (llama-bench runs of the CPU wheel, switch on and off), and served slots."""
     record = _newest(results_dir, CPU_PROMPT_COST)
     if record is None:
         return []
     means = _llama_bench_means(record)
     revision = record.get("stack_revision", "?")
-    lines = ["## Several slots and prompts on the CPU", "",
-             f"From stack revision {revision} the CPU backend's batch-invariant mode takes the one-token paths at "
-             "every batch size, not only for verify batches of up to 16 tokens, so that several server slots and a "
-             "reused prompt prefix give every request the text it gets alone ([guarantee.md](guarantee.md#scope)). "
-             "Verify batches and plain decoding run the code they ran before; prompt processing pays where a stock "
-             "batched kernel (the repacked 4-row gemm, llamafile's sgemm) was faster than one `vec_dot` per "
-             f"element. The wheel's `llama-bench` on {record['device']}, switch on against off "
-             f"(`{RESULTS_DIR.as_posix()}/{record['name']}.json`):", "",
-             "| model | prompt on / off (t/s) | on/off | decoding on / off (t/s) |", "|---|---|---|---|"]
+    source = f"`{RESULTS_DIR.as_posix()}/{record['name']}.json`"
+    intro = ("the CPU backend's batch-invariant mode gives a token the bytes it gets alone at every batch size, not "
+             "only in verify batches of up to 16 tokens, so that several server slots and a reused prompt prefix give "
+             "every request the text it gets alone ([guarantee.md](guarantee.md#scope)).")
+    if str(revision).isdigit() and int(revision) >= CPU_BATCHED_KERNELS_REVISION:
+        earlier = _newest(results_dir, CPU_PROMPT_COST, below=CPU_BATCHED_KERNELS_REVISION)
+        paid = (f" Until revision {earlier.get('stack_revision')} it took the one-token path at every size and "
+                f"prompt processing paid where a stock batched kernel was faster (pp512 on/off: {_prompt_ratios(earlier)}, "
+                f"`{RESULTS_DIR.as_posix()}/{earlier['name']}.json`).") if earlier else ""
+        lines = ["## Several slots and prompts on the CPU", "",
+                 f"From stack revision 27 {intro}{paid} From revision {CPU_BATCHED_KERNELS_REVISION} the batched "
+                 "kernels stay wherever they give each element the float operations of one row: on x86, llamafile's "
+                 "sgemm (F32, F16, BF16, Q8_0, Q4_0, Q5_0, IQ4_NL), now taken for one row as well, and the repacked "
+                 "4-row gemm of Q4_0, IQ4_NL, MXFP4, Q4_K and Q2_K (AVX2 and up), whose one-row kernel for Q4_K and "
+                 "Q2_K now adds in the gemm's order "
+                 "(`patches/ggml-cpu-batch-invariant-mode-keeps-the-repacked-gemm-and-sg.patch`; the kernels are "
+                 "checked against each other in every x86 variant of the wheel by `tests/wheels/test_repack_order.py`). "
+                 f"The wheel's `llama-bench` on {record['device']}, switch on against off ({source}):", ""]
+    else:
+        lines = ["## Several slots and prompts on the CPU", "",
+                 f"From stack revision {revision} {intro} It takes the one-token paths at every batch size: verify "
+                 "batches and plain decoding run the code they ran before; prompt processing pays where a stock "
+                 "batched kernel (the repacked 4-row gemm, llamafile's sgemm) was faster than one `vec_dot` per "
+                 f"element. The wheel's `llama-bench` on {record['device']}, switch on against off ({source}):", ""]
+    lines += ["| model | prompt on / off (t/s) | on/off | decoding on / off (t/s) |", "|---|---|---|---|"]
     for model in sorted({model for model, _ in means}):
         prompt = next((v | {"test": t} for (m, t), v in means.items() if m == model and t.startswith("pp")), None)
         decode = next((v | {"test": t} for (m, t), v in means.items() if m == model and t.startswith("tg")), None)
@@ -512,8 +544,13 @@ def _cpu_prompt_cost_section(results_dir: Path) -> list[str]:
             lines.append("")
             lines.append("Served, where generation dominates (8 requests of 200 tokens from as many client threads as "
                          f"slots, `{RESULTS_DIR.as_posix()}/{slots['name']}.json`): " + "; ".join(runs) + ".")
-    lines += ["", "Not done yet: one-row paths that sum in the order of the repacked gemm and of sgemm, which would "
-              "take the prompt cost back; several slots on a GPU, whose kernels cover 1 to 16 tokens.", ""]
+    if str(revision).isdigit() and int(revision) >= CPU_BATCHED_KERNELS_REVISION:
+        lines += ["", "Not done yet: the CPU's other targets (ARM, RISC-V, POWER) keep the one-row path, their sgemm "
+                  "and repacked kernels not having been checked; the AMX tiles keep it too; several slots on a GPU, "
+                  "whose kernels cover 1 to 16 tokens.", ""]
+    else:
+        lines += ["", "Not done yet: one-row paths that sum in the order of the repacked gemm and of sgemm, which would "
+                  "take the prompt cost back; several slots on a GPU, whose kernels cover 1 to 16 tokens.", ""]
     return lines
 
 

@@ -335,3 +335,25 @@ def test_the_cpu_prompt_cost_comes_from_the_highest_revision_whatever_follows_it
 
 def test_without_a_cpu_prompt_cost_record_the_section_is_left_out(tmp_path: Path) -> None:
     assert docgen._cpu_prompt_cost_section(tmp_path) == []
+
+
+def test_from_the_batched_kernels_revision_the_section_says_what_stays_batched_and_what_it_cost_before(
+        tmp_path: Path) -> None:
+    (tmp_path / "cpu-prompt-cost-rev27.json").write_text(
+        json.dumps(_llama_bench_record("cpu-prompt-cost-rev27", 27, 185.0, 370.0)))
+    (tmp_path / "cpu-prompt-cost-rev30.json").write_text(
+        json.dumps(_llama_bench_record("cpu-prompt-cost-rev30", 30, 360.0, 370.0)))
+    text = "\n".join(docgen._cpu_prompt_cost_section(tmp_path))
+    assert "Until revision 27 it took the one-token path at every size" in text
+    assert "q8b-L2-Q8_0.gguf 0.50x, `benchmarks/results/cpu-prompt-cost-rev27.json`" in text
+    assert "From revision 30 the batched kernels stay" in text
+    assert "`benchmarks/results/cpu-prompt-cost-rev30.json`" in text
+    assert "| q8b-L2-Q8_0.gguf | pp512: 360.0 / 370.0 | 0.97x | tg64: 50.0 / 50.0 |" in text
+    assert "one-row paths that sum in the order of the repacked gemm" not in text
+
+
+def test_a_batched_kernels_record_without_an_earlier_one_leaves_the_earlier_cost_out(tmp_path: Path) -> None:
+    (tmp_path / "cpu-prompt-cost-rev30.json").write_text(
+        json.dumps(_llama_bench_record("cpu-prompt-cost-rev30", 30, 360.0, 370.0)))
+    text = "\n".join(docgen._cpu_prompt_cost_section(tmp_path))
+    assert "Until revision" not in text and "From revision 30 the batched kernels stay" in text
