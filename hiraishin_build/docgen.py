@@ -501,15 +501,17 @@ def _cpu_prompt_cost_section(results_dir: Path) -> list[str]:
              "every request the text it gets alone ([guarantee.md](guarantee.md#scope)).")
     if str(revision).isdigit() and int(revision) >= CPU_BATCHED_KERNELS_REVISION:
         earlier = _newest(results_dir, CPU_PROMPT_COST, below=CPU_BATCHED_KERNELS_REVISION)
-        paid = (f" Until revision {earlier.get('stack_revision')} it took the one-token path at every size and "
-                f"prompt processing paid where a stock batched kernel was faster (pp512 on/off: {_prompt_ratios(earlier)}, "
-                f"`{RESULTS_DIR.as_posix()}/{earlier['name']}.json`).") if earlier else ""
+        paid = (f" Revisions {earlier.get('stack_revision')} to {CPU_BATCHED_KERNELS_REVISION - 1} took the "
+                "one-token path at every size, and prompt processing paid where a stock batched kernel was faster "
+                f"(pp512 on/off: {_prompt_ratios(earlier)}, `{RESULTS_DIR.as_posix()}/{earlier['name']}.json`).") \
+            if earlier else ""
         lines = ["## Several slots and prompts on the CPU", "",
                  f"From stack revision 27 {intro}{paid} From revision {CPU_BATCHED_KERNELS_REVISION} the batched "
-                 "kernels stay wherever they give each element the float operations of one row: on x86, llamafile's "
-                 "sgemm (F32, F16, BF16, Q8_0, Q4_0, Q5_0, IQ4_NL), now taken for one row as well, and the repacked "
-                 "4-row gemm of Q4_0, IQ4_NL, MXFP4, Q4_K and Q2_K (AVX2 and up), whose one-row kernel for Q4_K and "
-                 "Q2_K now adds in the gemm's order "
+                 "kernels stay wherever a token gets from them the float operations of one row: on x86, llamafile's "
+                 "sgemm, with stock's `vec_dot` for one row where that adds as sgemm does (Q8_0, Q4_0, Q5_0) and "
+                 "sgemm for one row too where it does not (F32, F16, BF16, IQ4_NL), and the repacked 4-row gemm of "
+                 "Q4_0, IQ4_NL, MXFP4, Q4_K and Q2_K (AVX2 and up), whose one-row kernel for Q4_K and Q2_K now adds "
+                 "in the gemm's order "
                  "(`patches/ggml-cpu-batch-invariant-mode-keeps-the-repacked-gemm-and-sg.patch`; the kernels are "
                  "checked against each other in every x86 variant of the wheel by `tests/wheels/test_repack_order.py`). "
                  f"The wheel's `llama-bench` on {record['device']}, switch on against off ({source}):", ""]
@@ -529,6 +531,10 @@ def _cpu_prompt_cost_section(results_dir: Path) -> list[str]:
                      f"{prompt['on'] / prompt['off']:.2f}x | {decode['test']}: {decode['on']:.1f} / {decode['off']:.1f} |")
     lines += ["", "The spread between runs on this 2-core machine is large, so the decoding column says no loss, "
               "not a gain."]
+    if str(revision).isdigit() and int(revision) >= CPU_BATCHED_KERNELS_REVISION:
+        lines += ["", "What prompt processing still pays is flash attention: in batch-invariant mode each query runs "
+                  "its whole KV range on one thread, cell by cell, where stock tiles a batch of queries; it shows "
+                  "most on a small model (SmolLM2-135M, whose Q4_1 products take `vec_dot` in either mode)."]
     slots = _newest(results_dir, SERVER_SLOTS_CPU)
     if slots is not None:
         runs = []

@@ -344,7 +344,7 @@ def test_from_the_batched_kernels_revision_the_section_says_what_stays_batched_a
     (tmp_path / "cpu-prompt-cost-rev30.json").write_text(
         json.dumps(_llama_bench_record("cpu-prompt-cost-rev30", 30, 360.0, 370.0)))
     text = "\n".join(docgen._cpu_prompt_cost_section(tmp_path))
-    assert "Until revision 27 it took the one-token path at every size" in text
+    assert "Revisions 27 to 29 took the one-token path at every size" in text
     assert "q8b-L2-Q8_0.gguf 0.50x, `benchmarks/results/cpu-prompt-cost-rev27.json`" in text
     assert "From revision 30 the batched kernels stay" in text
     assert "`benchmarks/results/cpu-prompt-cost-rev30.json`" in text
@@ -356,4 +356,4 @@ def test_a_batched_kernels_record_without_an_earlier_one_leaves_the_earlier_cost
     (tmp_path / "cpu-prompt-cost-rev30.json").write_text(
         json.dumps(_llama_bench_record("cpu-prompt-cost-rev30", 30, 360.0, 370.0)))
     text = "\n".join(docgen._cpu_prompt_cost_section(tmp_path))
-    assert "Until revision" not in text and "From revision 30 the batched kernels stay" in text
+    assert "Revisions" not in text and "From revision 30 the batched kernels stay" in text
