@@ -78,6 +78,8 @@ CONFLICTING_ON_OLDER = [
     "tests-the-kv-layout-flash-attention-case-lays-out-its-cells.patch",
     # the fused gated delta net flags and probes of llama-context.cpp it extends read differently there
     "llama-batch-invariant-mode-runs-a-gated-delta-net-batch-as-o.patch",
+    # changes the batch-invariant lines of ggml-cpu.c and repack.cpp that the every-batch-size CPU patch above writes
+    "ggml-cpu-batch-invariant-mode-keeps-the-repacked-gemm-and-sg.patch",
 ]
 REQUIRED_REFS = (PREVIOUS, OLDER)
 
