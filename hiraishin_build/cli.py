@@ -445,7 +445,8 @@ jobs_option = click.option("-j", "--jobs", type=click.IntRange(min=1), metavar="
 @click.option("--recipe", "recipe_name", required=True, help="A recipe in recipes/ (see `hiraishin recipes`).")
 @click.option("--sdist", type=click.Path(exists=True, path_type=Path),
               help="Build from this sdist, or the directory it unpacks to, which then keeps the sources of an "
-                   "incremental rebuild (default: make one first).")
+                   "incremental rebuild; a build directory made from other sources is cleared first "
+                   "(default: make one first).")
 @isolation_option
 @jobs_option
 @click.option("-D", "--cmake-define", "cmake_defines", multiple=True, metavar="KEY=VALUE", callback=_parse_defines,
