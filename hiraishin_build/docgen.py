@@ -496,32 +496,32 @@ def _cpu_prompt_cost_section(results_dir: Path) -> list[str]:
     means = _llama_bench_means(record)
     revision = record.get("stack_revision", "?")
     source = f"`{RESULTS_DIR.as_posix()}/{record['name']}.json`"
+    batched = str(revision).isdigit() and int(revision) >= CPU_BATCHED_KERNELS_REVISION
     intro = ("the CPU backend's batch-invariant mode gives a token the bytes it gets alone at every batch size, not "
              "only in verify batches of up to 16 tokens, so that several server slots and a reused prompt prefix give "
              "every request the text it gets alone ([guarantee.md](guarantee.md#scope)).")
-    if str(revision).isdigit() and int(revision) >= CPU_BATCHED_KERNELS_REVISION:
+    if batched:
         earlier = _newest(results_dir, CPU_PROMPT_COST, below=CPU_BATCHED_KERNELS_REVISION)
         paid = (f" Revisions {earlier.get('stack_revision')} to {CPU_BATCHED_KERNELS_REVISION - 1} took the "
                 "one-token path at every size, and prompt processing paid where a stock batched kernel was faster "
                 f"(pp512 on/off: {_prompt_ratios(earlier)}, `{RESULTS_DIR.as_posix()}/{earlier['name']}.json`).") \
             if earlier else ""
-        lines = ["## Several slots and prompts on the CPU", "",
-                 f"From stack revision 27 {intro}{paid} From revision {CPU_BATCHED_KERNELS_REVISION} the batched "
+        first = (f"From stack revision 27 {intro}{paid} From revision {CPU_BATCHED_KERNELS_REVISION} the batched "
                  "kernels stay wherever a token gets from them the float operations of one row: on x86, llamafile's "
                  "sgemm, with stock's `vec_dot` for one row where that adds as sgemm does (Q8_0, Q4_0, Q5_0) and "
                  "sgemm for one row too where it does not (F32, F16, BF16, IQ4_NL), and the repacked 4-row gemm of "
                  "Q4_0, IQ4_NL, MXFP4, Q4_K and Q2_K (AVX2 and up), whose one-row kernel for Q4_K and Q2_K now adds "
                  "in the gemm's order "
                  "(`patches/ggml-cpu-batch-invariant-mode-keeps-the-repacked-gemm-and-sg.patch`; the kernels are "
-                 "checked against each other in every x86 variant of the wheel by `tests/wheels/test_repack_order.py`). "
-                 f"The wheel's `llama-bench` on {record['device']}, switch on against off ({source}):", ""]
+                 "checked against each other in every x86 variant of the wheel by `tests/wheels/test_repack_order.py`). ")
     else:
-        lines = ["## Several slots and prompts on the CPU", "",
-                 f"From stack revision {revision} {intro} It takes the one-token paths at every batch size: verify "
+        first = (f"From stack revision {revision} {intro} It takes the one-token paths at every batch size: verify "
                  "batches and plain decoding run the code they ran before; prompt processing pays where a stock "
                  "batched kernel (the repacked 4-row gemm, llamafile's sgemm) was faster than one `vec_dot` per "
-                 f"element. The wheel's `llama-bench` on {record['device']}, switch on against off ({source}):", ""]
-    lines += ["| model | prompt on / off (t/s) | on/off | decoding on / off (t/s) |", "|---|---|---|---|"]
+                 "element. ")
+    lines = ["## Several slots and prompts on the CPU", "",
+             first + f"The wheel's `llama-bench` on {record['device']}, switch on against off ({source}):", "",
+             "| model | prompt on / off (t/s) | on/off | decoding on / off (t/s) |", "|---|---|---|---|"]
     for model in sorted({model for model, _ in means}):
         prompt = next((v | {"test": t} for (m, t), v in means.items() if m == model and t.startswith("pp")), None)
         decode = next((v | {"test": t} for (m, t), v in means.items() if m == model and t.startswith("tg")), None)
@@ -531,10 +531,11 @@ def _cpu_prompt_cost_section(results_dir: Path) -> list[str]:
                      f"{prompt['on'] / prompt['off']:.2f}x | {decode['test']}: {decode['on']:.1f} / {decode['off']:.1f} |")
     lines += ["", "The spread between runs on this 2-core machine is large, so the decoding column says no loss, "
               "not a gain."]
-    if str(revision).isdigit() and int(revision) >= CPU_BATCHED_KERNELS_REVISION:
-        lines += ["", "What prompt processing still pays is flash attention: in batch-invariant mode each query runs "
-                  "its whole KV range on one thread, cell by cell, where stock tiles a batch of queries; it shows "
-                  "most on a small model (SmolLM2-135M, whose Q4_1 products take `vec_dot` in either mode)."]
+    if batched:
+        lines += ["", "Where a model's products take `vec_dot` in either mode (SmolLM2-135M's Q4_1), what prompt "
+                  "processing still pays lies in the other operations; the likeliest, not profiled, is flash "
+                  "attention, where batch-invariant mode runs each query's whole KV range on one thread, cell by "
+                  "cell, and stock tiles a batch of queries."]
     slots = _newest(results_dir, SERVER_SLOTS_CPU)
     if slots is not None:
         runs = []
@@ -550,7 +551,7 @@ def _cpu_prompt_cost_section(results_dir: Path) -> list[str]:
             lines.append("")
             lines.append("Served, where generation dominates (8 requests of 200 tokens from as many client threads as "
                          f"slots, `{RESULTS_DIR.as_posix()}/{slots['name']}.json`): " + "; ".join(runs) + ".")
-    if str(revision).isdigit() and int(revision) >= CPU_BATCHED_KERNELS_REVISION:
+    if batched:
         lines += ["", "Not done yet: the CPU's other targets (ARM, RISC-V, POWER) keep the one-row path, their sgemm "
                   "and repacked kernels not having been checked; the AMX tiles keep it too; several slots on a GPU, "
                   "whose kernels cover 1 to 16 tokens.", ""]
