@@ -47,6 +47,14 @@ def staged_directory(target: Path) -> Iterator[Path]:
     """
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.hiraishin-new-", dir=target.parent))
+    # mkdtemp makes 0700; the directory that replaces target keeps target's mode (patches/ stays readable to
+    # the group that could read it, a site's directories to the web server), or gets the usual one.
+    if target.is_dir():
+        os.chmod(staging, target.stat().st_mode & 0o7777)
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(staging, 0o777 & ~umask)
     try:
         yield staging
     except BaseException:
