@@ -23,7 +23,7 @@
 #   gpu_session.sh partial TAG     # replay with the 4-layer Q4_K_M model split GPU/CPU (--ngl 2), by switch name
 #   gpu_session.sh model-part DIR  # keep DIR's smol.part* under /tmp/model (a real model travels in parts)
 #   gpu_session.sh server          # benchmarks/server_exact.py on SmolLM2 reassembled from its parts
-#   gpu_session.sh slots           # benchmarks/server_slots.py -np 4 with drafts (per-slot and unified KV), the throughput at -np 1-8, the prompt cost
+#   gpu_session.sh slots           # benchmarks/server_slots.py -np 4 with drafts (per-slot and unified KV; MoE unified), the throughput at -np 1-8, the prompt cost
 #   gpu_session.sh ptx ARCH        # a cu13-smARCH wheel of ARCH-virtual PTX only, run here by JIT: smoke + op tests
 #   gpu_session.sh multigpu        # on a machine with several GPUs: smoke and replays with the layers split across them
 #   gpu_session.sh rpc             # a model split across a CUDA and a CPU rpc-server worker and the local GPU, every b
@@ -265,8 +265,9 @@ server)
     ;;
 slots)
     # several server slots on the GPU: benchmarks/server_slots.py on the smoke's 4-layer Q4_K_M model, every layer
-    # offloaded, a self-draft on every slot, per-slot KV caches (--kv-unified off) and the unified one, switch on
-    # and off; then the prompt cost of batch-invariant mode's 16-token ubatches (llama-bench pp512, on and off)
+    # offloaded, a self-draft on every slot, per-slot KV caches (--kv-unified off) and the unified one, and on its
+    # MoE model in the unified cache, switch on and off; then the prompt cost of batch-invariant mode's 16-token
+    # ubatches (llama-bench pp512, on and off)
     model=~/.cache/hiraishin-llama/models/qwen3-8b-4l-seed1-Q4_K_M.gguf
     [ -f "$model" ] || { echo "$model: run the smoke first (it writes the model)"; exit 1; }
     device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
@@ -278,6 +279,17 @@ slots)
             --log-dir "/tmp/slots-logs-$kvu" --json "$OUT/server-slots-cuda-kvu-$kvu.json" --device "$device" 2>&1 | tail -12
         echo "server_slots --kv-unified $kvu exit ${PIPESTATUS[0]} in $(( $(date +%s) - t ))s"
     done
+    # the smoke's mixture-of-experts model (Qwen3-30B-A3B shapes, 2 layers) in the unified cache, as -np auto serves
+    moe=~/.cache/hiraishin-llama/models/qwen3moe-2l-seed1-Q4_K_M.gguf
+    if [ -f "$moe" ]; then
+        t=$(date +%s)
+        python3 "$REPO/benchmarks/server_slots.py" --venv "$VENV" --model "$moe" --slots 4 --prompts 8 --draft \
+            --kv-unified on --switch both --ban-tokens 3-258 --server-arg=-ngl --server-arg=99 \
+            --log-dir /tmp/slots-logs-moe --json "$OUT/server-slots-cuda-moe-kvu-on.json" --device "$device" 2>&1 | tail -12
+        echo "server_slots MoE --kv-unified on exit ${PIPESTATUS[0]} in $(( $(date +%s) - t ))s"
+    else
+        echo "$moe: not made (the smoke's MoE cases were left out)"
+    fi
     # tokens/s over all slots at -np 1, 2, 4, 8, exact and stock, drafting off and on (a KV stream per slot)
     t=$(date +%s)
     python3 "$REPO/benchmarks/server_slots.py" --venv "$VENV" --model "$model" --throughput 1,2,4,8 --kv-unified off \
