@@ -12,13 +12,17 @@ from pathlib import Path
 from .errors import PathError
 
 
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     # mkstemp creates 0600; a committed or published file gets the usual mode.
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
+    os.chmod(tmp, 0o666 & ~_umask())
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -49,12 +53,7 @@ def staged_directory(target: Path) -> Iterator[Path]:
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.hiraishin-new-", dir=target.parent))
     # mkdtemp makes 0700; the directory that replaces target keeps target's mode (patches/ stays readable to
     # the group that could read it, a site's directories to the web server), or gets the usual one.
-    if target.is_dir():
-        os.chmod(staging, target.stat().st_mode & 0o7777)
-    else:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(staging, 0o777 & ~umask)
+    os.chmod(staging, target.stat().st_mode & 0o7777 if target.is_dir() else 0o777 & ~_umask())
     try:
         yield staging
     except BaseException:

@@ -78,6 +78,10 @@ def _real(path: object) -> str | None:
     return os.path.realpath(os.fspath(path))  # type: ignore[arg-type]
 
 
+def _within(real: str | None, tops: tuple[str, ...] | set[str]) -> bool:
+    return real is not None and any(real == top or real.startswith(top + os.sep) for top in tops)
+
+
 @dataclass
 class Journal:
     """What this process changed under the kept directories, and whether it ran a program against the
@@ -90,8 +94,8 @@ class Journal:
 
     def note(self, path: object) -> None:
         real = _real(path)
-        if real is not None and any(real == top or real.startswith(top + os.sep) for top in self.kept_dirs):
-            self.paths.add(real)
+        if _within(real, self.kept_dirs):
+            self.paths.add(real)  # type: ignore[arg-type]
 
     def note_program(self, argv: object, cwd: object) -> None:
         if self.cache_git_dir is None:
@@ -101,15 +105,13 @@ class Journal:
             words.append(cwd)
         for word in words:
             with contextlib.suppress(TypeError, ValueError):
-                real = _real(word)
-                if real is not None and (real == self.cache_git_dir or real.startswith(self.cache_git_dir + os.sep)):
+                if _within(_real(word), (self.cache_git_dir,)):
                     self.cache_touched = True
                     return
 
     def explains(self, path: Path) -> bool:
         """Whether this process wrote ``path`` or replaced, renamed or removed a directory holding it."""
-        real = _real(path)
-        return real is not None and any(real == done or real.startswith(done + os.sep) for done in self.paths)
+        return _within(_real(path), self.paths)
 
 
 _journal: Journal | None = None
@@ -151,8 +153,8 @@ sys.addaudithook(_audit)
 def journal(project_root: Path | None, cache_git_dir: Path | None) -> Iterator[Journal]:
     """Journal this process's changes to the kept directories and the cache while the block runs."""
     global _journal
-    kept = tuple(_real(project_root / name) or "" for name in KEPT_DIRS) if project_root else ()
-    outer, _journal = _journal, Journal(kept, _real(cache_git_dir) if cache_git_dir else None)
+    kept = tuple(os.path.realpath(project_root / name) for name in KEPT_DIRS) if project_root else ()
+    outer, _journal = _journal, Journal(kept, os.path.realpath(cache_git_dir) if cache_git_dir else None)
     try:
         yield _journal
     finally:
@@ -167,16 +169,19 @@ def restore(before: Snapshot, project_root: Path | None, cache_git_dir: Path | N
     left: list[str] = []
     if project_root is not None:
         now = _files(project_root)
-        changed = [path for path, data in before.files.items() if now.get(path) != data]
-        made = sorted(set(now) - set(before.files))
-        for path in changed:
-            if done is not None and not done.explains(path):
+        def theirs(path: Path) -> bool:
+            return done is not None and not done.explains(path)
+
+        for path, data in before.files.items():
+            if now.get(path) == data:
+                continue
+            if theirs(path):
                 left.append(str(path.relative_to(project_root)))
                 continue
-            atomic_write_bytes(path, data=before.files[path])
+            atomic_write_bytes(path, data)
             restored.append(str(path.relative_to(project_root)))
-        for path in made:
-            if done is not None and not done.explains(path):
+        for path in sorted(set(now) - set(before.files)):
+            if theirs(path):
                 left.append(f"{path.relative_to(project_root)} (new)")
                 continue
             path.unlink()
