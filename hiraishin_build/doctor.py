@@ -18,7 +18,7 @@ from pathlib import Path
 from . import proc
 from .errors import ToolchainMissing
 from .log import table_lines
-from .recipe import Recipe
+from .recipe import MIN_CUDA, Recipe
 
 
 @dataclass(frozen=True)
@@ -243,7 +243,10 @@ def check_recipe(recipe: Recipe, env: Environment) -> Verdict:
             reasons.append(f"needs CUDA {major}'s nvcc; {nvcc.path} is CUDA {nvcc.version}")
             how.append(toolkit_hint(major))
         elif (nvcc.major, nvcc.minor or 0) < (need_major, need_minor):
-            reasons.append(f"needs CUDA {need_major}.{need_minor} or newer for sm_{recipe.compute_capabilities[0]}; "
+            have = (nvcc.major, nvcc.minor or 0)
+            beyond = [f"sm_{cc} ({MIN_CUDA[cc][0]}.{MIN_CUDA[cc][1]})" for cc in recipe.compute_capabilities
+                      if MIN_CUDA[cc] > have]
+            reasons.append(f"needs CUDA {need_major}.{need_minor} or newer for {', '.join(beyond)}; "
                            f"{nvcc.path} is CUDA {nvcc.version}")
             how.append(toolkit_hint(major).replace(f"CUDA {major} toolkit", f"CUDA {need_major}.{need_minor}+ toolkit"))
         elif not nvcc.on_path and nvcc.path:

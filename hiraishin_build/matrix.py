@@ -193,7 +193,7 @@ def _settings_for(recipe: Recipe, recipes_dir: Path, config: CiConfig) -> CiSett
 
 def job_for(recipe: Recipe, settings: CiSettings) -> MatrixJob:
     if recipe.backend == "cuda":
-        smoke_label = f"sm{recipe.compute_capabilities[0]}"
+        smoke_label = recipe.gpu_label
         smoke_runs_on = tuple(dict.fromkeys((*settings.smoke_runs_on, smoke_label)))
     else:
         smoke_label, smoke_runs_on = "cpu", settings.smoke_runs_on

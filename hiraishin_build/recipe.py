@@ -36,6 +36,7 @@ COMMON_DEFINES: dict[str, str] = {
     "LLAMA_OPENSSL": "OFF",
 }
 
+_TARGET_SUFFIXES = "af"  # architecture-specific (sm_90a) and family-specific (sm_120f) targets
 _ARCH = re.compile(r"^\d{2,3}[a-z]?(-real|-virtual)?$")
 _NAME = re.compile(r"^cu(\d+)-sm(\d{2,3}[a-z]?)$")
 
@@ -46,18 +47,26 @@ _NAME = re.compile(r"^cu(\d+)-sm(\d{2,3}[a-z]?)$")
 MIN_CUDA: dict[str, tuple[int, int]] = {
     "75": (10, 0), "80": (11, 0), "86": (11, 1), "87": (11, 4), "89": (11, 8),
     "90": (11, 8), "90a": (12, 0), "100": (12, 8), "100a": (12, 8), "103": (12, 9),
-    "110": (13, 0), "120": (12, 8), "120a": (12, 8), "121": (12, 9),
+    "110": (13, 0), "120a": (12, 8), "121a": (12, 9),
 }
 # Nothing older than sm_75 is listed: CUDA 13 no longer builds it, and no recipe needs it.
+# No plain 12X either: ggml-cuda's CMakeLists.txt rewrites every 12X entry to
+# 12Xa ("architecture-specific", for Blackwell's FP4 tensor cores), whose SASS
+# runs on that one compute capability and whose PTX on no other GPU. A recipe
+# must say what is built, so it lists 12Xa itself (_check_not_rewritten).
+_REWRITTEN_BY_GGML = re.compile(r"^12\d$")
 
 # Architectures: each CUDA recipe ships real SASS for its one compute
 # capability. SASS of sm_XY also runs on sm_XZ for Z >= Y (same major), so
-# sm_86 covers sm_87 and sm_120 covers sm_121. PTX ("-virtual", JIT-compiled by
+# sm_86 covers sm_87 - but not SASS of an "a" target: sm_120a runs on 12.0
+# alone, so the sm120 recipes list 121a-real for GB10 (sm_121) beside
+# 120a-real, as ggml's own default list does. PTX ("-virtual", JIT-compiled by
 # the driver on first load) is added only where a newer GPU of another major
 # has no recipe of its own: the sm90 recipes carry compute_90 PTX so that
-# Blackwell data-centre GPUs (sm_100, sm_103) run from the sm90 index, and the
-# sm120 recipes carry compute_120 PTX for GPUs after Blackwell. Elsewhere PTX
-# would only add size (the next GPU generation has its own recipe). JIT-ed PTX
+# Blackwell data-centre GPUs (sm_100, sm_103) run from the sm90 index. The
+# sm120 recipes carry none: ggml builds Blackwell as 12Xa, and compute_120a
+# PTX runs on no later GPU; a GPU after Blackwell needs a recipe of its own.
+# Elsewhere PTX would only add size (the next GPU generation has its own recipe). JIT-ed PTX
 # runs the compiled kernels, but the kernel choices that follow the real GPU's
 # compute capability are the newer GPU's (docs/architectures.md): for sm_100
 # running compute_90 PTX those are the choices of sm_90 and later.
@@ -108,6 +117,11 @@ class Recipe:
         return tuple(dict.fromkeys(arch.split("-")[0] for arch in self.architectures))
 
     @property
+    def gpu_label(self) -> str:
+        """``sm120`` for a recipe whose first architecture is 120a-real: its name's part and its GPU runner's label."""
+        return "sm" + self.compute_capabilities[0].rstrip(_TARGET_SUFFIXES) if self.compute_capabilities else ""
+
+    @property
     def min_cuda(self) -> tuple[int, int] | None:
         """The oldest CUDA (major, minor) whose nvcc builds every architecture."""
         if self.backend != "cuda":
@@ -144,8 +158,9 @@ def load_recipe(path: Path) -> Recipe:
             if not isinstance(arch, str) or not _ARCH.match(arch):
                 raise ConfigError(
                     f"{path}: 'architectures' entry {arch!r} is not a CUDA architecture",
-                    hint="use CMAKE_CUDA_ARCHITECTURES syntax: 86-real, 90-real, 120-virtual",
+                    hint="use CMAKE_CUDA_ARCHITECTURES syntax: 86-real, 90-virtual, 120a-real",
                 )
+            _check_not_rewritten(path, arch)
             _check_architecture(path, arch.split("-")[0], cuda_major)
         _check_cuda_name(path, cuda_major, [a.split("-")[0] for a in architectures], extra)
     else:
@@ -178,6 +193,19 @@ def load_recipe(path: Path) -> Recipe:
     )
 
 
+def _check_not_rewritten(path: Path, arch: str) -> None:
+    capability, _, kind = arch.partition("-")
+    if _REWRITTEN_BY_GGML.match(capability):
+        written = f"{capability}a" + (f"-{kind}" if kind else "")
+        raise ConfigError(
+            f"{path}: 'architectures' entry {arch!r} would be built as {written!r}: ggml-cuda's CMakeLists.txt "
+            f"turns every plain 12X into 12Xa, whose SASS runs on compute capability {capability[:2]}.{capability[2]} "
+            f"alone and whose PTX on no other GPU",
+            hint=f"write {written!r}; for the other Blackwell consumer GPUs list their own 12Xa-real too "
+                 "(e.g. 121a-real for GB10)",
+        )
+
+
 def _check_architecture(path: Path, capability: str, cuda_major: int) -> None:
     if capability not in MIN_CUDA:
         raise ConfigError(
@@ -195,7 +223,8 @@ def _check_architecture(path: Path, capability: str, cuda_major: int) -> None:
 
 def _check_cuda_name(path: Path, cuda_major: int, capabilities: list[str], extra: str) -> None:
     """The name is the wheel's variant label and its index directory: it must say what the file builds."""
-    expected = f"cu{cuda_major}-sm{capabilities[0]}"
+    # An "a" target is named by its number: cu13-sm120 builds 120a.
+    expected = f"cu{cuda_major}-sm{capabilities[0].rstrip(_TARGET_SUFFIXES)}"
     match = _NAME.match(path.stem)
     if not match:
         raise ConfigError(f"{path}: a cuda recipe's name must be cu<CUDA major>-sm<arch>, e.g. {expected}",
@@ -203,7 +232,7 @@ def _check_cuda_name(path: Path, cuda_major: int, capabilities: list[str], extra
     if int(match.group(1)) != cuda_major:
         raise ConfigError(f"{path}: the name says CUDA {match.group(1)} but 'cuda' is {cuda_major}",
                           hint=f"rename the file to {expected}.toml or set cuda = {match.group(1)}")
-    if match.group(2) != capabilities[0]:
+    if match.group(2) not in (capabilities[0], expected.rpartition("-sm")[2]):
         raise ConfigError(
             f"{path}: the name says sm_{match.group(2)} but the first of 'architectures' is sm_{capabilities[0]}",
             hint=f"rename the file to {expected}.toml or list the sm_{match.group(2)} architecture first",

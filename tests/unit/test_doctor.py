@@ -57,12 +57,17 @@ def test_no_nvcc_names_the_way_to_get_it_per_cuda_major() -> None:
     assert doctor.check_recipe(recipe("cpu"), env).can_build
 
 
-def test_sm120_needs_cuda_12_8() -> None:
+def test_sm120_needs_cuda_12_9_for_gb10() -> None:
+    # The recipe builds sm_120a (CUDA 12.8) and sm_121a (12.9): the message names each architecture the nvcc lacks.
     old = machine(Nvcc("nvcc", "/opt/cuda-12.4/bin/nvcc", "12.4", 12, 4))
     verdict = doctor.check_recipe(recipe("cu12-sm120"), old)
-    assert verdict.reasons == ("needs CUDA 12.8 or newer for sm_120; /opt/cuda-12.4/bin/nvcc is CUDA 12.4",)
+    assert verdict.reasons == (
+        "needs CUDA 12.9 or newer for sm_120a (12.8), sm_121a (12.9); /opt/cuda-12.4/bin/nvcc is CUDA 12.4",)
+    assert verdict.how[0].startswith("install a CUDA 12.9+ toolkit") or "12.9+" in verdict.how[0]
     assert doctor.check_recipe(recipe("cu12-sm89"), old).can_build
-    assert doctor.check_recipe(recipe("cu12-sm120"), machine(Nvcc("nvcc", "/x/nvcc", "12.8", 12, 8))).can_build
+    nearly = doctor.check_recipe(recipe("cu12-sm120"), machine(Nvcc("nvcc", "/x/nvcc", "12.8", 12, 8)))
+    assert nearly.reasons == ("needs CUDA 12.9 or newer for sm_121a (12.9); /x/nvcc is CUDA 12.8",)
+    assert doctor.check_recipe(recipe("cu12-sm120"), machine(Nvcc("nvcc", "/x/nvcc", "12.9", 12, 9))).can_build
 
 
 def test_pip_nvcc_off_path_and_missing_compiler() -> None:

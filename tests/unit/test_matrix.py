@@ -55,7 +55,7 @@ def test_jobs_carry_the_recipe_and_its_ci_settings() -> None:
         assert job.cuda_version and job.container.startswith(f"nvidia/cuda:{job.cuda_version}-")
         # The smoke job goes to a self-hosted GPU runner labelled with the recipe's architecture.
         assert job.smoke_runs_on[0] == "self-hosted" and "gpu" in job.smoke_runs_on
-        assert job.smoke_label == f"sm{recipe.compute_capabilities[0]}" == job.smoke_runs_on[-1]
+        assert job.smoke_label == recipe.gpu_label == job.smoke_runs_on[-1]
     assert jobs["cu12-sm120"].smoke_label == "sm120" and jobs["cu13-sm86"].smoke_label == "sm86"
 
 
@@ -102,7 +102,7 @@ def test_cli_refuses_unknown_format_and_recipe() -> None:
 
 def test_a_new_recipe_without_ci_settings_is_named(project_copy: Project) -> None:
     (project_copy.recipes_dir / "cu14-sm120.toml").write_text(
-        'description = "CUDA 14"\nbackend = "cuda"\ncuda = 14\narchitectures = ["120-real"]\n'
+        'description = "CUDA 14"\nbackend = "cuda"\ncuda = 14\narchitectures = ["120a-real"]\n'
         'extra = "cu14"\nsize-budget-mb = 250\n'
     )
     with pytest.raises(MatrixError) as raised:
@@ -161,7 +161,7 @@ def test_container_too_old_for_an_architecture(project_copy: Project) -> None:
     path.write_text(path.read_text().replace("12.9.1", "12.4.1"))
     with pytest.raises(MatrixError) as raised:
         matrix.build_matrix(project_copy)
-    assert "cu12-sm120.toml: needs CUDA 12.8 or newer" in str(raised.value) and "12.4.1" in str(raised.value)
+    assert "cu12-sm120.toml: needs CUDA 12.9 or newer" in str(raised.value) and "12.4.1" in str(raised.value)
 
 
 def test_coverage_refuses_duplicates_and_gaps() -> None:
@@ -196,6 +196,8 @@ def _recipe(name: str) -> Recipe:
     if name.startswith("cpu"):
         return Recipe(name, "d", "cpu", size_budget_mb=15.0)
     major, sm = name[2:].split("-sm")
+    if sm.startswith("12"):  # Blackwell as ggml builds it (recipe.py: _check_not_rewritten)
+        return Recipe(name, "d", "cuda", int(major), (f"{sm}a-real", "121a-real"), f"cu{major}", size_budget_mb=120.0)
     return Recipe(name, "d", "cuda", int(major), (f"{sm}-real", f"{sm}-virtual"), f"cu{major}", size_budget_mb=120.0)
 
 
@@ -324,12 +326,16 @@ def test_a_container_too_old_for_an_architecture_in_full(tmp_path: Path) -> None
     config = matrix.CiConfig(Path("ci/matrix.toml"), CPU, {12: old})
     with pytest.raises(MatrixError) as raised:
         matrix.derive([_recipe("cu12-sm120")], tmp_path, config)
-    assert raised.value.message == (f"{tmp_path}/cu12-sm120.toml: needs CUDA 12.8 or newer, but [cuda.12] in "
+    # sm_121a (GB10) needs 12.9; sm_120a alone would build with 12.8.
+    assert raised.value.message == (f"{tmp_path}/cu12-sm120.toml: needs CUDA 12.9 or newer, but [cuda.12] in "
                                     "ci/matrix.toml builds with CUDA 12.4.1")
-    assert raised.value.hint == "move [cuda.12] to a container of CUDA 12.8 or newer"
-    # 12.8 itself is new enough; a cuda table made in code without a CUDA version is not checked.
+    assert raised.value.hint == "move [cuda.12] to a container of CUDA 12.9 or newer"
+    with pytest.raises(MatrixError, match="needs CUDA 12.9 or newer"):
+        matrix.derive([_recipe("cu12-sm120")], tmp_path, matrix.CiConfig(
+            Path("ci/matrix.toml"), CPU, {12: dataclasses.replace(old, cuda_version="12.8.1")}))
+    # 12.9 itself is new enough; a cuda table made in code without a CUDA version is not checked.
     assert matrix.derive([_recipe("cu12-sm120")], tmp_path, matrix.CiConfig(
-        Path("ci/matrix.toml"), CPU, {12: dataclasses.replace(old, cuda_version="12.8.0")}))[0].cuda_version == "12.8.0"
+        Path("ci/matrix.toml"), CPU, {12: dataclasses.replace(old, cuda_version="12.9.0")}))[0].cuda_version == "12.9.0"
     unversioned = matrix.CiConfig(Path("ci/matrix.toml"), CPU, {12: dataclasses.replace(old, cuda_version=None)})
     assert matrix.derive([_recipe("cu12-sm120")], tmp_path, unversioned)[0].cuda_version is None
 

@@ -133,12 +133,16 @@ def test_every_repository_recipe_has_a_budget_and_a_name_that_says_what_it_build
     for recipe in load_recipes(REPO / "recipes"):
         assert recipe.size_budget_mb > 0
         if recipe.backend == "cuda":
-            assert recipe.name == f"cu{recipe.cuda_major}-sm{recipe.compute_capabilities[0]}"
+            assert recipe.name == f"cu{recipe.cuda_major}-{recipe.gpu_label}"
             assert recipe.extra == f"cu{recipe.cuda_major}"
-            # Real SASS for the target always; PTX only on the newest archs of each family.
+            # Real SASS for the target always; PTX only where the next GPUs have no recipe and can run it
+            # (compute_90 on sm_100/103; ggml builds Blackwell as 12Xa, whose PTX runs on no later GPU).
             assert f"{recipe.compute_capabilities[0]}-real" in recipe.architectures
-            assert any(a.endswith("-virtual") for a in recipe.architectures) == (recipe.compute_capabilities[0] in ("90", "120"))
-    assert find_recipe(REPO / "recipes", "cu12-sm120").min_cuda == (12, 8)
+            assert any(a.endswith("-virtual") for a in recipe.architectures) == (recipe.gpu_label == "sm90")
+    sm120 = find_recipe(REPO / "recipes", "cu12-sm120")
+    # GB10 (12.1) cannot run sm_120a SASS: the sm120 recipes build its own.
+    assert sm120.architectures == ("120a-real", "121a-real") == find_recipe(REPO / "recipes", "cu13-sm120").architectures
+    assert sm120.min_cuda == (12, 9) and sm120.gpu_label == "sm120"
     assert find_recipe(REPO / "recipes", "cu12-sm89").min_cuda == (12, 0)
     assert find_recipe(REPO / "recipes", "cu13-sm90").variant == "cu13.sm90"
     assert find_recipe(REPO / "recipes", "cpu").min_cuda is None
@@ -146,7 +150,7 @@ def test_every_repository_recipe_has_a_budget_and_a_name_that_says_what_it_build
 
 @pytest.mark.parametrize(
     ("name", "cuda", "arch", "needs"),
-    [("cu11-sm120", 11, "120", "12.8"), ("cu10-sm86", 10, "86", "11.1"), ("cu10-sm89", 10, "89", "11.8"),
+    [("cu11-sm120", 11, "120a", "12.8"), ("cu10-sm86", 10, "86", "11.1"), ("cu10-sm89", 10, "89", "11.8"),
      ("cu10-sm90", 10, "90", "11.8")],
 )
 def test_an_architecture_the_cuda_major_cannot_build_is_refused(tmp_path: Path, name: str, cuda: int, arch: str,
@@ -179,7 +183,7 @@ def test_a_too_old_minor_is_refused_before_building(tmp_path: Path, monkeypatch:
     sdist = tmp_path / "hiraishin_llama-1.1.tar.gz"
     sdist.write_bytes(b"")
     monkeypatch.setattr(doctor, "detect", lambda: machine(doctor.Nvcc("nvcc", "/opt/cuda/bin/nvcc", "12.4", 12, 4)))
-    with pytest.raises(ToolchainMissing, match=r"needs CUDA 12\.8 or newer for sm_120; /opt/cuda/bin/nvcc is CUDA 12\.4"):
+    with pytest.raises(ToolchainMissing, match=r"needs CUDA 12\.9 or newer for sm_120a \(12\.8\), sm_121a \(12\.9\); /opt/cuda/bin/nvcc is CUDA 12\.4"):
         build_wheel(sdist, find_recipe(REPO / "recipes", "cu12-sm120"), tmp_path / "out", build_dir=tmp_path / "b")
     assert not (tmp_path / "out").exists()
 
@@ -188,7 +192,7 @@ def test_recipes_command_shows_needs_budget_and_label() -> None:
     listed = hiraishin("--project", str(REPO), "recipes", cwd=REPO)
     assert listed.returncode == 0, listed.stderr
     assert "size budget: 15 MB; version label +cpu" in listed.stdout
-    assert "CUDA 12 nvcc (12.8 or newer); runs with the [cu12] extra" in listed.stdout  # cu12-sm120
+    assert "CUDA 12 nvcc (12.9 or newer); runs with the [cu12] extra" in listed.stdout  # cu12-sm120
     assert "[90-real, 90-virtual]" in listed.stdout and "version label +cu13.sm90" in listed.stdout
 
 
@@ -207,7 +211,7 @@ def test_every_wheel_gets_the_portable_shared_build_defines() -> None:
 @pytest.mark.parametrize(("capability", "major", "oldest"), [
     ("75", 12, (12, 0)), ("80", 12, (12, 0)), ("86", 12, (12, 0)), ("87", 12, (12, 0)), ("89", 12, (12, 0)),
     ("90", 12, (12, 0)), ("90a", 12, (12, 0)), ("100", 12, (12, 8)), ("100a", 12, (12, 8)), ("103", 12, (12, 9)),
-    ("120", 12, (12, 8)), ("120a", 12, (12, 8)), ("121", 12, (12, 9)), ("110", 13, (13, 0)), ("120", 13, (13, 0)),
+    ("120a", 12, (12, 8)), ("121a", 12, (12, 9)), ("110", 13, (13, 0)), ("120a", 13, (13, 0)),
 ])
 def test_the_oldest_cuda_for_each_architecture(tmp_path: Path, capability: str, major: int,
                                                oldest: tuple[int, int]) -> None:
@@ -216,7 +220,7 @@ def test_the_oldest_cuda_for_each_architecture(tmp_path: Path, capability: str, 
     # NVIDIA's release notes: the first nvcc that builds each architecture.
     assert MIN_CUDA == {"75": (10, 0), "80": (11, 0), "86": (11, 1), "87": (11, 4), "89": (11, 8), "90": (11, 8),
                         "90a": (12, 0), "100": (12, 8), "100a": (12, 8), "103": (12, 9), "110": (13, 0),
-                        "120": (12, 8), "120a": (12, 8), "121": (12, 9)}
+                        "120a": (12, 8), "121a": (12, 9)}
     path = tmp_path / f"cu{major}-sm{capability}.toml"
     path.write_text(f'description = "x"\nbackend = "cuda"\ncuda = {major}\narchitectures = ["{capability}-real"]\n'
                     f'extra = "cu{major}"\nsize-budget-mb = 100\n')
@@ -263,7 +267,7 @@ def test_a_loaded_recipe_in_full(tmp_path: Path) -> None:
 
 
 CPU = 'description = "x"\nbackend = "cpu"\nsize-budget-mb = 25\n'
-KNOWN = "75, 80, 86, 87, 89, 90, 90a, 100, 100a, 103, 110, 120, 120a, 121"
+KNOWN = "75, 80, 86, 87, 89, 90, 90a, 100, 100a, 103, 110, 120a, 121a"
 
 
 @pytest.mark.parametrize(("name", "text", "message", "hint"), [
@@ -271,9 +275,9 @@ KNOWN = "75, 80, 86, 87, 89, 90, 90a, 100, 100a, 103, 110, 120, 120a, 121"
      None),
     ("cu13-sm90", CUDA.replace('["90-real"]', "[]"), "'architectures' is empty", 'list at least one, e.g. ["90-real"]'),
     ("cu13-sm90", CUDA.replace('["90-real"]', '["sm_90"]'), "'architectures' entry 'sm_90' is not a CUDA architecture",
-     "use CMAKE_CUDA_ARCHITECTURES syntax: 86-real, 90-real, 120-virtual"),
+     "use CMAKE_CUDA_ARCHITECTURES syntax: 86-real, 90-virtual, 120a-real"),
     ("cu13-sm90", CUDA.replace('["90-real"]', "[90]"), "'architectures' entry 90 is not a CUDA architecture",
-     "use CMAKE_CUDA_ARCHITECTURES syntax: 86-real, 90-real, 120-virtual"),
+     "use CMAKE_CUDA_ARCHITECTURES syntax: 86-real, 90-virtual, 120a-real"),
     ("cpu", CPU + "cuda = 13\n", "'cuda' is only for cuda recipes (this one is cpu)", None),
     ("cpu", CPU + 'architectures = ["90-real"]\n', "'architectures' is only for cuda recipes (this one is cpu)", None),
     ("cpu", CPU + 'extra = "cu13"\n', "'extra' is only for cuda recipes (this one is cpu)", None),
@@ -293,9 +297,17 @@ KNOWN = "75, 80, 86, 87, 89, 90, 90a, 100, 100a, 103, 110, 120, 120a, 121"
     ("cu13-sm90", CUDA.replace('["90-real"]', '["91-real"]'),
      "'architectures' entry '91' is not an architecture this tool knows the CUDA needs of",
      f"known: {KNOWN}; add it to MIN_CUDA in recipe.py with the first CUDA that builds it"),
-    ("cu11-sm120", CUDA.replace("cuda = 13", "cuda = 11").replace('"90-real"', '"120-real"').replace('"cu13"', '"cu11"'),
-     "'architectures' entry sm_120 cannot be built by CUDA 11 (it needs CUDA 12.8 or newer)",
-     "raise 'cuda' to 12 or drop sm_120"),
+    ("cu11-sm120", CUDA.replace("cuda = 13", "cuda = 11").replace('"90-real"', '"120a-real"').replace('"cu13"', '"cu11"'),
+     "'architectures' entry sm_120a cannot be built by CUDA 11 (it needs CUDA 12.8 or newer)",
+     "raise 'cuda' to 12 or drop sm_120a"),
+    ("cu13-sm120", CUDA.replace('"90-real"', '"120-real"'),
+     "'architectures' entry '120-real' would be built as '120a-real': ggml-cuda's CMakeLists.txt turns every plain "
+     "12X into 12Xa, whose SASS runs on compute capability 12.0 alone and whose PTX on no other GPU",
+     "write '120a-real'; for the other Blackwell consumer GPUs list their own 12Xa-real too (e.g. 121a-real for GB10)"),
+    ("cu13-sm121", CUDA.replace('"90-real"', '"121-virtual"'),
+     "'architectures' entry '121-virtual' would be built as '121a-virtual': ggml-cuda's CMakeLists.txt turns every "
+     "plain 12X into 12Xa, whose SASS runs on compute capability 12.1 alone and whose PTX on no other GPU",
+     "write '121a-virtual'; for the other Blackwell consumer GPUs list their own 12Xa-real too (e.g. 121a-real for GB10)"),
     ("hopper", CUDA, "a cuda recipe's name must be cu<CUDA major>-sm<arch>, e.g. cu13-sm90",
      "rename the file to cu13-sm90.toml"),
     ("cu13-sm90", CUDA.replace("cuda = 13", "cuda = 12").replace('"cu13"', '"cu12"'),
