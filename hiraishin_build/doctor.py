@@ -242,8 +242,7 @@ def check_recipe(recipe: Recipe, env: Environment) -> Verdict:
         elif nvcc.major != major:
             reasons.append(f"needs CUDA {major}'s nvcc; {nvcc.path} is CUDA {nvcc.version}")
             how.append(toolkit_hint(major))
-        elif (nvcc.major, nvcc.minor or 0) < (need_major, need_minor):
-            have = (nvcc.major, nvcc.minor or 0)
+        elif (have := (nvcc.major, nvcc.minor or 0)) < (need_major, need_minor):
             beyond = [f"sm_{cc} ({MIN_CUDA[cc][0]}.{MIN_CUDA[cc][1]})" for cc in recipe.compute_capabilities
                       if MIN_CUDA[cc] > have]
             reasons.append(f"needs CUDA {need_major}.{need_minor} or newer for {', '.join(beyond)}; "

@@ -36,7 +36,6 @@ COMMON_DEFINES: dict[str, str] = {
     "LLAMA_OPENSSL": "OFF",
 }
 
-_TARGET_SUFFIXES = "af"  # architecture-specific (sm_90a) and family-specific (sm_120f) targets
 _ARCH = re.compile(r"^\d{2,3}[a-z]?(-real|-virtual)?$")
 _NAME = re.compile(r"^cu(\d+)-sm(\d{2,3}[a-z]?)$")
 
@@ -119,7 +118,7 @@ class Recipe:
     @property
     def gpu_label(self) -> str:
         """``sm120`` for a recipe whose first architecture is 120a-real: its name's part and its GPU runner's label."""
-        return "sm" + self.compute_capabilities[0].rstrip(_TARGET_SUFFIXES) if self.compute_capabilities else ""
+        return _gpu_label(self.compute_capabilities[0]) if self.compute_capabilities else ""
 
     @property
     def min_cuda(self) -> tuple[int, int] | None:
@@ -193,6 +192,12 @@ def load_recipe(path: Path) -> Recipe:
     )
 
 
+def _gpu_label(capability: str) -> str:
+    """The GPU a capability is built for, without its target suffix: sm120 for 120a (architecture-specific)
+    and 120f (family-specific) alike."""
+    return "sm" + capability.rstrip("af")
+
+
 def _check_not_rewritten(path: Path, arch: str) -> None:
     capability, _, kind = arch.partition("-")
     if _REWRITTEN_BY_GGML.match(capability):
@@ -224,7 +229,7 @@ def _check_architecture(path: Path, capability: str, cuda_major: int) -> None:
 def _check_cuda_name(path: Path, cuda_major: int, capabilities: list[str], extra: str) -> None:
     """The name is the wheel's variant label and its index directory: it must say what the file builds."""
     # An "a" target is named by its number: cu13-sm120 builds 120a.
-    expected = f"cu{cuda_major}-sm{capabilities[0].rstrip(_TARGET_SUFFIXES)}"
+    expected = f"cu{cuda_major}-{_gpu_label(capabilities[0])}"
     match = _NAME.match(path.stem)
     if not match:
         raise ConfigError(f"{path}: a cuda recipe's name must be cu<CUDA major>-sm<arch>, e.g. {expected}",
@@ -232,7 +237,7 @@ def _check_cuda_name(path: Path, cuda_major: int, capabilities: list[str], extra
     if int(match.group(1)) != cuda_major:
         raise ConfigError(f"{path}: the name says CUDA {match.group(1)} but 'cuda' is {cuda_major}",
                           hint=f"rename the file to {expected}.toml or set cuda = {match.group(1)}")
-    if match.group(2) not in (capabilities[0], expected.rpartition("-sm")[2]):
+    if f"sm{match.group(2)}" not in (f"sm{capabilities[0]}", _gpu_label(capabilities[0])):
         raise ConfigError(
             f"{path}: the name says sm_{match.group(2)} but the first of 'architectures' is sm_{capabilities[0]}",
             hint=f"rename the file to {expected}.toml or list the sm_{match.group(2)} architecture first",
