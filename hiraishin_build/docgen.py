@@ -43,6 +43,8 @@ HELP_WIDTH = 100
 BENCH_TOOL = "hiraishin-llama-bench"
 # The preset of reports that name none: the dense Qwen3-8B-shaped model every record before the MoE ones measured.
 DENSE_PRESET = "qwen3-8b"
+# The KV position hiraishin-llama-bench times its passes at unless told otherwise (--depth).
+DEFAULT_DEPTH = 512
 SPEEDUP_MODULE = Path("wheels") / "hiraishin_llama" / "speedup.py"
 """The wheel's speedup model, loaded from the source tree: the page shows what the bench prints."""
 COVERAGE_DATA = Path("wheels") / "hiraishin_llama" / "coverage.json"
@@ -166,6 +168,9 @@ class BenchRecord:
     recorded: str
     build: int = 0
     """The upstream build number the reports' versions start with (10400 in 10400.13+cu13.sm90)."""
+    depth: int = DEFAULT_DEPTH
+    """The KV position of the timed passes: a record that benched several depths becomes one entry per depth,
+    since attention's share of a pass, and so what exactness costs, grows with the context."""
 
     @property
     def preset(self) -> str:
@@ -180,7 +185,7 @@ class BenchRecord:
 
     @property
     def name(self) -> str:
-        return self.path.stem
+        return self.path.stem if self.depth == DEFAULT_DEPTH else f"{self.path.stem}@{self.depth}"
 
     @property
     def file(self) -> str:
@@ -219,8 +224,18 @@ def bench_records(results_dir: Path) -> list[BenchRecord]:
         revision = int(stated) if stated is not None else max((r for r in revisions if r is not None), default=0)
         build = max((b for b in (_build_of(report.get("version", "")) for report in reports.values()) if b is not None),
                     default=0)
-        found.append(BenchRecord(path, record, reports, revision, str(record.get("recorded", "")), build))
+        by_depth: dict[int, dict[str, dict]] = {}
+        for key, report in reports.items():
+            by_depth.setdefault(_depth_of(report), {})[key] = report
+        for depth, at_depth in sorted(by_depth.items()):
+            found.append(BenchRecord(path, record, at_depth, revision, str(record.get("recorded", "")), build, depth))
     return found
+
+
+def _depth_of(report: dict) -> int:
+    """The KV position a report timed its passes at (reports from before --depth existed: the default)."""
+    depth = (report.get("config") or {}).get("depth", DEFAULT_DEPTH)
+    return depth if isinstance(depth, int) and not isinstance(depth, bool) else DEFAULT_DEPTH
 
 
 def _quants(record: BenchRecord) -> list[str]:
@@ -229,14 +244,15 @@ def _quants(record: BenchRecord) -> list[str]:
 
 def latest_quants(records: list[BenchRecord]) -> dict[str, list[str]]:
     """Per record, the weight types it is the newest measurement of (upstream build, then stack revision) for
-    its model preset: a revision benched on other types or models leaves each (model, type) with its own latest
-    figures. A record that is nobody's newest gets an empty list."""
-    latest: dict[tuple[str, str], tuple[int, int]] = {}
+    its model preset and KV position: a revision benched on other types, models or depths leaves each (model,
+    type, depth) with its own latest figures. A record that is nobody's newest gets an empty list."""
+    latest: dict[tuple[str, str, int], tuple[int, int]] = {}
     for record in records:
         for quant in _quants(record):
-            key = (record.preset, quant)
+            key = (record.preset, quant, record.depth)
             latest[key] = max(latest.get(key, record.measured), record.measured)
-    return {record.name: [quant for quant in _quants(record) if latest[(record.preset, quant)] == record.measured]
+    return {record.name: [quant for quant in _quants(record)
+                          if latest[(record.preset, quant, record.depth)] == record.measured]
             for record in records}
 
 
@@ -318,7 +334,8 @@ def _bench_section(entry: BenchRecord, comparisons: dict[str, tuple[Path, dict]]
     config = first.get("config", {})
     quants = list(by_quant)
     model = "" if entry.preset == DENSE_PRESET else f", {entry.preset}"
-    lines = [f"## {_device(first)}, stack revision {entry.revision}{model}", ""]
+    at_depth = "" if entry.depth == DEFAULT_DEPTH else f", KV position {entry.depth}"
+    lines = [f"## {_device(first)}, stack revision {entry.revision}{model}{at_depth}", ""]
     lines += [f"- Source: {source} (recorded {entry.recorded[:10]}).",
               f"- Build: `hiraishin-llama` {first.get('version', '?')}"
               + (f" on upstream `{upstream}`" if upstream else "") + ".",
@@ -487,6 +504,42 @@ def _prompt_ratios(record: dict) -> str:
                      if test.startswith("pp") and {"on", "off"} <= set(v))
 
 
+def _long_context_section(records: list[BenchRecord]) -> list[str]:
+    """What a longer context costs, from the shown records benched at a KV position past the default: exact/stock
+    there against the same file's passes at the default position, with the reason (attention per query)."""
+    lines = []
+    for deep in records:
+        if deep.depth <= DEFAULT_DEPTH:
+            continue
+        near = next((r for r in records if r.path == deep.path and r.depth == DEFAULT_DEPTH), None)
+        for quant in _quants(deep):
+            far = {v["b"]: v["ratio"] for v in _verify_of(deep, quant)}
+            over = [b for b in sorted(far) if b >= 2 and far[b] > 1.0]
+            if not over:
+                continue
+            text = (f"At KV position {deep.depth} ({quant}, `{deep.file}`, stack revision {deep.revision}) exact "
+                    f"passes cost more than stock's at b = {', '.join(str(b) for b in over)}, up to "
+                    f"{max(far[b] for b in over):.2f}x")
+            if near is not None and quant in _quants(near):
+                close = {v["b"]: v["ratio"] for v in _verify_of(near, quant)}
+                text += (f", where at KV position {DEFAULT_DEPTH} of the same run they cost "
+                         f"{_range([close[b] for b in over if b in close])}x")
+            lines.append(text + ".")
+    if not lines:
+        return []
+    return ["## Long contexts", "",
+            "Batch-invariant mode runs each query of a verify batch through the one-column flash-attention "
+            "kernel, as one token is computed alone, so a batch of b tokens reads its KV cells b times; stock "
+            "sends two or more queries to a kernel that reads them once for the batch (with F16 KV, the "
+            "tensor-core kernel). Attention's share of a pass grows with the context, and so does what "
+            "exactness costs:", "", *[f"- {line}" for line in lines], ""]
+
+
+def _verify_of(record: BenchRecord, quant: str) -> list[dict]:
+    """The verify-pass rows of the first report of a record that measured the weight type."""
+    return next(report["results"][quant]["verify"] for report in record.reports.values() if quant in report["results"])
+
+
 def _cpu_prompt_cost_section(results_dir: Path) -> list[str]:
     """What batch-invariant mode at every batch size costs prompt processing on the CPU, from the newest
     cpu-prompt-cost record (llama-bench runs of the CPU wheel, switch on and off), and served slots."""
@@ -624,6 +677,7 @@ def cost_page(project_root: Path) -> str:
               "which keep the one-column kernel's order (the Q8_0 model: up to 1.40x at 16 tokens). "
               "Profiles of revisions 5 and 6: [archive.md](archive.md#what-exactness-cost-revisions-5-and-6).",
               ""]
+    lines += _long_context_section(records)
     lines += _cpu_prompt_cost_section(results_dir)
     return "\n".join(lines).rstrip() + "\n"
 

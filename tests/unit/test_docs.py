@@ -89,6 +89,17 @@ def test_the_reference_is_what_each_command_prints() -> None:
     assert "| 14 | `CommandTimedOut`: " in page and "| `HIRAISHIN_BUILD_TIMEOUT` | 6 h |" in page
 
 
+def bench_report(*, version: str, q4_b16_ms: float, preset: str = "qwen3-8b", quants: tuple[str, ...] = ("Q4_K_M",),
+                 depth: int = 512) -> dict:
+    verify = [{"b": b, "exact_ms": 4.0 + b, "stock_ms": 4.0 + b, "floor_ms": 1.5, "ratio": 1.0} for b in range(1, 16)]
+    verify.append({"b": 16, "exact_ms": q4_b16_ms, "stock_ms": 8.0, "floor_ms": 1.5, "ratio": q4_b16_ms / 8.0})
+    return {"tool": "hiraishin-llama-bench", "version": version, "gpus": [{"name": "NVIDIA H200", "compute_capability": "90"}],
+            "config": {"preset": preset, "n_layer": 36, "depth": depth, "reps": 20, "warmup": 5},
+            "results": {quant: {"model": {"pass_bytes": 4.27e9}, "copy_bandwidth_gb_per_s": 2730.0,
+                                "verify": verify, "plain_tokens_per_s": {"exact": 250.0, "stock": 251.0}}
+                        for quant in quants}}
+
+
 def bench_record(name: str, *, revision: int | None, version: str, recorded: str, q4_b16_ms: float,
                  preset: str = "qwen3-8b", quants: tuple[str, ...] = ("Q4_K_M",)) -> dict:
     verify = [{"b": b, "exact_ms": 4.0 + b, "stock_ms": 4.0 + b, "floor_ms": 1.5, "ratio": 1.0} for b in range(1, 16)]
@@ -308,6 +319,42 @@ def test_a_weight_type_keeps_its_own_latest_measurement_when_a_revision_benches_
     assert "| b | Q4_K_M exact | stock | exact/stock |\n" in page
     assert "| b | Q8_0 exact | stock | exact/stock | IQ4_XS exact | stock | exact/stock |\n" in page
     assert page.count("Q8_0 exact") == 1 and "bench-13" not in page
+
+
+def test_a_record_benched_at_two_depths_shows_each_and_says_what_the_longer_context_costs(tmp_path: Path) -> None:
+    """Attention's share of a pass grows with the context: a record with reports at KV position 512 and 4096
+    becomes two sections, each with its own numbers, and the deeper one is not taken for the other's type; an
+    older record at 512 is no longer shown, one at 4096 is replaced by the deeper report alone."""
+    results = tmp_path / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    record = {"name": "bench-31", "recorded": "2026-12-05T00:00:00+00:00", "device": "NVIDIA H100", "command": "bench",
+              "raw": {"d512.json": bench_report(version="10400.31+cu13.sm90", q4_b16_ms=7.2),
+                      "d4096.json": bench_report(version="10400.31+cu13.sm90", q4_b16_ms=11.5, depth=4096)}}
+    (results / "bench-31.json").write_text(json.dumps(record))
+    (results / "bench-14.json").write_text(json.dumps(bench_record(
+        "bench-14", revision=14, version="10400.14+cu13.sm90", recorded="2026-12-01T00:00:00+00:00", q4_b16_ms=7.0)))
+    _copy_speedup_model(tmp_path)
+    records = docgen.bench_records(results)
+    assert sorted((r.name, r.depth) for r in records) == [("bench-14", 512), ("bench-31", 512), ("bench-31@4096", 4096)]
+    assert [r.name for r in docgen.latest_bench_records(results)] == ["bench-31", "bench-31@4096"]
+    page = docgen.cost_page(tmp_path)
+    assert "## NVIDIA H200 (sm_90), stack revision 31\n" in page
+    assert "## NVIDIA H200 (sm_90), stack revision 31, KV position 4096\n" in page
+    assert "| 16 | 7.20 | 8.00 | **0.90** |" in page and "| 16 | 11.50 | 8.00 | **1.44** |" in page
+    assert "one verify pass of b tokens at KV position 4096" in page
+    assert "bench-14" not in page
+    assert "## Long contexts" in page
+    assert ("At KV position 4096 (Q4_K_M, `benchmarks/results/bench-31.json`, stack revision 31) exact passes cost "
+            "more than stock's at b = 16, up to 1.44x, where at KV position 512 of the same run they cost 0.90x.") in page
+
+
+def test_without_a_deeper_record_the_long_context_section_is_left_out(tmp_path: Path) -> None:
+    results = tmp_path / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    (results / "bench-14.json").write_text(json.dumps(bench_record(
+        "bench-14", revision=14, version="10400.14+cu13.sm90", recorded="2026-12-01T00:00:00+00:00", q4_b16_ms=9.0)))
+    _copy_speedup_model(tmp_path)
+    assert "## Long contexts" not in docgen.cost_page(tmp_path)
 
 
 def _llama_bench_record(name: str, revision: int, pp_on: float, pp_off: float) -> dict:
