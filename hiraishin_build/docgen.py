@@ -179,6 +179,11 @@ class BenchRecord:
         return str(first.get("config", {}).get("preset") or DENSE_PRESET)
 
     @property
+    def device(self) -> str:
+        """The GPU the record timed ("CPU" without one): timings of two devices do not replace each other."""
+        return _device(next(iter(self.reports.values())))
+
+    @property
     def measured(self) -> tuple[int, int]:
         """What makes a record newer: its version's order (upstream build, then stack revision)."""
         return (self.build, self.revision)
@@ -244,26 +249,31 @@ def _quants(record: BenchRecord) -> list[str]:
 
 def latest_quants(records: list[BenchRecord]) -> dict[str, list[str]]:
     """Per record, the weight types it is the newest measurement of (upstream build, then stack revision) for
-    its model preset and KV position: a revision benched on other types, models or depths leaves each (model,
-    type, depth) with its own latest figures. A record that is nobody's newest gets an empty list."""
-    latest: dict[tuple[str, str, int], tuple[int, int]] = {}
+    its device, model preset and KV position: a revision benched on another GPU, or on other types, models or
+    depths, leaves each (device, model, type, depth) with its own latest figures. A record that is nobody's
+    newest gets an empty list."""
+    latest: dict[tuple[str, str, str, int], tuple[int, int]] = {}
     for record in records:
         for quant in _quants(record):
-            key = (record.preset, quant, record.depth)
+            key = (record.device, record.preset, quant, record.depth)
             latest[key] = max(latest.get(key, record.measured), record.measured)
     return {record.name: [quant for quant in _quants(record)
-                          if latest[(record.preset, quant, record.depth)] == record.measured]
+                          if latest[(record.device, record.preset, quant, record.depth)] == record.measured]
             for record in records}
 
 
 def latest_bench_records(results_dir: Path) -> list[BenchRecord]:
-    """The records that are the newest measurement of at least one (model preset, weight type): a revision that
-    changes only the mixture-of-experts path is measured on those models, one that changes some weight types on
-    those, and everything else keeps its own latest measurement. The dense model first, then by date."""
+    """The records of the newest upstream build that are the newest measurement of at least one (device, model
+    preset, weight type, KV position): a revision that changes only the mixture-of-experts path is measured on
+    those models, one that changes some weight types on those, and everything else keeps its own latest
+    measurement; a device or base measured only before the last rebase is left to archive.md. The dense model
+    first, then by date."""
     records = bench_records(results_dir)
     if not records:
         raise ConfigError(f"no {BENCH_TOOL} results in {results_dir}",
                           hint="record one with benchmarks/record.py (see docs/cost.md)")
+    newest_build = max(record.build for record in records)
+    records = [record for record in records if record.build == newest_build]
     shown = latest_quants(records)
     return sorted((r for r in records if shown[r.name]),
                   key=lambda r: (r.preset != DENSE_PRESET, r.recorded, r.name))

@@ -90,10 +90,10 @@ def test_the_reference_is_what_each_command_prints() -> None:
 
 
 def bench_report(*, version: str, q4_b16_ms: float, preset: str = "qwen3-8b", quants: tuple[str, ...] = ("Q4_K_M",),
-                 depth: int = 512) -> dict:
+                 depth: int = 512, gpu: str = "NVIDIA H200") -> dict:
     verify = [{"b": b, "exact_ms": 4.0 + b, "stock_ms": 4.0 + b, "floor_ms": 1.5, "ratio": 1.0} for b in range(1, 16)]
     verify.append({"b": 16, "exact_ms": q4_b16_ms, "stock_ms": 8.0, "floor_ms": 1.5, "ratio": q4_b16_ms / 8.0})
-    return {"tool": "hiraishin-llama-bench", "version": version, "gpus": [{"name": "NVIDIA H200", "compute_capability": "90"}],
+    return {"tool": "hiraishin-llama-bench", "version": version, "gpus": [{"name": gpu, "compute_capability": "90"}],
             "config": {"preset": preset, "n_layer": 36, "depth": depth, "reps": 20, "warmup": 5},
             "results": {quant: {"model": {"pass_bytes": 4.27e9}, "copy_bandwidth_gb_per_s": 2730.0,
                                 "verify": verify, "plain_tokens_per_s": {"exact": 250.0, "stock": 251.0}}
@@ -346,6 +346,27 @@ def test_a_record_benched_at_two_depths_shows_each_and_says_what_the_longer_cont
     assert "## Long contexts" in page
     assert ("At KV position 4096 (Q4_K_M, `benchmarks/results/bench-31.json`, stack revision 31) exact passes cost "
             "more than stock's at b = 16, up to 1.44x, where at KV position 512 of the same run they cost 0.90x.") in page
+
+
+def test_a_newer_revision_benched_on_another_gpu_does_not_replace_the_older_one(tmp_path: Path) -> None:
+    """Timings compare on one device only: revision 31 on an H100 is shown beside revision 14 on the H200, each
+    under its own heading, not in its place."""
+    results = tmp_path / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    (results / "bench-14.json").write_text(json.dumps(bench_record(
+        "bench-14", revision=14, version="10400.14+cu13.sm90", recorded="2026-12-01T00:00:00+00:00", q4_b16_ms=7.0)))
+    (results / "bench-31-h100.json").write_text(json.dumps({
+        "name": "bench-31-h100", "recorded": "2026-12-05T00:00:00+00:00", "device": "an H100", "command": "bench",
+        "raw": {"bench.json": bench_report(version="10400.31+cu13.sm90", q4_b16_ms=7.4, gpu="NVIDIA H100 80GB HBM3")}}))
+    # a device measured only on an older base is left to archive.md
+    (results / "bench-6-old-base.json").write_text(json.dumps({
+        "name": "bench-6-old-base", "recorded": "2026-11-30T00:00:00+00:00", "device": "a CPU", "command": "bench",
+        "raw": {"bench.json": bench_report(version="9079.6+cpu", q4_b16_ms=60.0, gpu="")}}))
+    _copy_speedup_model(tmp_path)
+    assert [r.name for r in docgen.latest_bench_records(results)] == ["bench-14", "bench-31-h100"]
+    page = docgen.cost_page(tmp_path)
+    assert "## NVIDIA H200 (sm_90), stack revision 14\n" in page and "| 16 | 7.00 | 8.00 | **0.88** |" in page
+    assert "## NVIDIA H100 80GB HBM3 (sm_90), stack revision 31\n" in page and "| 16 | 7.40 | 8.00 | **0.93** |" in page
 
 
 def test_without_a_deeper_record_the_long_context_section_is_left_out(tmp_path: Path) -> None:
