@@ -239,8 +239,7 @@ def bench_records(results_dir: Path) -> list[BenchRecord]:
 
 def _depth_of(report: dict) -> int:
     """The KV position a report timed its passes at (reports from before --depth existed: the default)."""
-    depth = (report.get("config") or {}).get("depth", DEFAULT_DEPTH)
-    return depth if isinstance(depth, int) and not isinstance(depth, bool) else DEFAULT_DEPTH
+    return int((report.get("config") or {}).get("depth", DEFAULT_DEPTH))
 
 
 def _quants(record: BenchRecord) -> list[str]:
@@ -333,11 +332,7 @@ def _bench_section(entry: BenchRecord, comparisons: dict[str, tuple[Path, dict]]
     report = next(iter(entry.reports.values())) if len(entry.reports) == 1 else None
     # Per quantization, the report that measured it (a record may hold one report per model); only the types
     # this record is the newest measurement of (`shown`), where given.
-    by_quant: dict[str, tuple[str, dict]] = {}
-    for key, rep in entry.reports.items():
-        for quant, result in rep["results"].items():
-            if shown is None or quant in shown:
-                by_quant.setdefault(quant, (key, result))  # the first report of a record that measured it
+    by_quant = {quant: _result_of(entry, quant) for quant in _quants(entry) if shown is None or quant in shown}
     first = report or next(iter(entry.reports.values()))
     source = f"`{entry.file}`, stack revision {entry.revision}"
     upstream = first.get("upstream", {}).get("ref") or first.get("build", {}).get("upstream", {}).get("ref")
@@ -345,7 +340,7 @@ def _bench_section(entry: BenchRecord, comparisons: dict[str, tuple[Path, dict]]
     quants = list(by_quant)
     model = "" if entry.preset == DENSE_PRESET else f", {entry.preset}"
     at_depth = "" if entry.depth == DEFAULT_DEPTH else f", KV position {entry.depth}"
-    lines = [f"## {_device(first)}, stack revision {entry.revision}{model}{at_depth}", ""]
+    lines = [f"## {entry.device}, stack revision {entry.revision}{model}{at_depth}", ""]
     lines += [f"- Source: {source} (recorded {entry.recorded[:10]}).",
               f"- Build: `hiraishin-llama` {first.get('version', '?')}"
               + (f" on upstream `{upstream}`" if upstream else "") + ".",
@@ -359,7 +354,7 @@ def _bench_section(entry: BenchRecord, comparisons: dict[str, tuple[Path, dict]]
     lines += ["", f"Milliseconds per verify pass ({source}):", ""]
     header = "| b |" + "".join(f" {q} exact | stock | exact/stock |" for q in quants)
     lines += [header, "|---:|" + "---:|---:|---:|" * len(quants)]
-    verify = {q: {v["b"]: v for v in by_quant[q][1]["verify"]} for q in quants}
+    verify = {q: {v["b"]: v for v in by_quant[q]["verify"]} for q in quants}
     all_b = sorted(set().union(*(set(v) for v in verify.values())))
     for b in all_b:
         row = f"| {b} |"
@@ -393,7 +388,7 @@ def _bench_section(entry: BenchRecord, comparisons: dict[str, tuple[Path, dict]]
     lines += ["The physical floor is the bytes one pass reads (every weight but the token embeddings) over the "
               "device's measured copy bandwidth (a device-to-device copy through ggml, bytes read and written):", ""]
     for q in quants:
-        result = by_quant[q][1]
+        result = by_quant[q]
         model = result.get("model", {})
         floor = next(iter(verify[q].values())).get("floor_ms")
         plain = result.get("plain_tokens_per_s", {})
@@ -411,7 +406,7 @@ def _bench_section(entry: BenchRecord, comparisons: dict[str, tuple[Path, dict]]
     # End-to-end speculative decoding.
     spec_rows = []
     for q in quants:
-        for kind, modes in (by_quant[q][1].get("spec") or {}).items():
+        for kind, modes in (by_quant[q].get("spec") or {}).items():
             if {"exact", "stock"} <= set(modes):
                 spec_rows.append((q, kind, modes["exact"], modes["stock"]))
     if spec_rows:
@@ -434,7 +429,7 @@ def _bench_section(entry: BenchRecord, comparisons: dict[str, tuple[Path, dict]]
     tables = {}
     for q in quants:
         try:
-            tables[q] = speedup_model.speedup_table(by_quant[q][1]["verify"])
+            tables[q] = speedup_model.speedup_table(by_quant[q]["verify"])
         except ValueError:
             continue  # a run without b = 1 or without a verify batch has no table
     if tables:
@@ -523,7 +518,7 @@ def _long_context_section(records: list[BenchRecord]) -> list[str]:
             continue
         near = next((r for r in records if r.path == deep.path and r.depth == DEFAULT_DEPTH), None)
         for quant in _quants(deep):
-            far = {v["b"]: v["ratio"] for v in _verify_of(deep, quant)}
+            far = {v["b"]: v["ratio"] for v in _result_of(deep, quant)["verify"]}
             over = [b for b in sorted(far) if b >= 2 and far[b] > 1.0]
             if not over:
                 continue
@@ -531,7 +526,7 @@ def _long_context_section(records: list[BenchRecord]) -> list[str]:
                     f"passes cost more than stock's at b = {', '.join(str(b) for b in over)}, up to "
                     f"{max(far[b] for b in over):.2f}x")
             if near is not None and quant in _quants(near):
-                close = {v["b"]: v["ratio"] for v in _verify_of(near, quant)}
+                close = {v["b"]: v["ratio"] for v in _result_of(near, quant)["verify"]}
                 text += (f", where at KV position {DEFAULT_DEPTH} of the same run they cost "
                          f"{_range([close[b] for b in over if b in close])}x")
             lines.append(text + ".")
@@ -545,9 +540,10 @@ def _long_context_section(records: list[BenchRecord]) -> list[str]:
             "exactness costs:", "", *[f"- {line}" for line in lines], ""]
 
 
-def _verify_of(record: BenchRecord, quant: str) -> list[dict]:
-    """The verify-pass rows of the first report of a record that measured the weight type."""
-    return next(report["results"][quant]["verify"] for report in record.reports.values() if quant in report["results"])
+def _result_of(record: BenchRecord, quant: str) -> dict:
+    """The weight type's results in the first report of a record that measured it (a record may hold one report
+    per model)."""
+    return next(report["results"][quant] for report in record.reports.values() if quant in report["results"])
 
 
 def _cpu_prompt_cost_section(results_dir: Path) -> list[str]:

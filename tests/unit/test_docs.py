@@ -102,15 +102,8 @@ def bench_report(*, version: str, q4_b16_ms: float, preset: str = "qwen3-8b", qu
 
 def bench_record(name: str, *, revision: int | None, version: str, recorded: str, q4_b16_ms: float,
                  preset: str = "qwen3-8b", quants: tuple[str, ...] = ("Q4_K_M",)) -> dict:
-    verify = [{"b": b, "exact_ms": 4.0 + b, "stock_ms": 4.0 + b, "floor_ms": 1.5, "ratio": 1.0} for b in range(1, 16)]
-    verify.append({"b": 16, "exact_ms": q4_b16_ms, "stock_ms": 8.0, "floor_ms": 1.5, "ratio": q4_b16_ms / 8.0})
-    report = {"tool": "hiraishin-llama-bench", "version": version, "gpus": [{"name": "NVIDIA H200", "compute_capability": "90"}],
-              "config": {"preset": preset, "n_layer": 36, "depth": 512, "reps": 20, "warmup": 5},
-              "results": {quant: {"model": {"pass_bytes": 4.27e9}, "copy_bandwidth_gb_per_s": 2730.0,
-                                  "verify": verify, "plain_tokens_per_s": {"exact": 250.0, "stock": 251.0}}
-                          for quant in quants}}
     record = {"name": name, "recorded": recorded, "device": "NVIDIA H200", "command": "hiraishin-llama-bench",
-              "raw": {"bench.json": report}}
+              "raw": {"bench.json": bench_report(version=version, q4_b16_ms=q4_b16_ms, preset=preset, quants=quants)}}
     if revision is not None:
         record["stack_revision"] = str(revision)
     return record
