@@ -268,8 +268,17 @@ slots)
     # offloaded, a self-draft on every slot, per-slot KV caches (--kv-unified off) and the unified one, and on its
     # MoE model in the unified cache, switch on and off; then the prompt cost of batch-invariant mode's 16-token
     # ubatches (llama-bench pp512, on and off)
-    model=~/.cache/hiraishin-llama/models/qwen3-8b-4l-seed1-Q4_K_M.gguf
-    [ -f "$model" ] || { echo "$model: run the smoke first (it writes the model)"; exit 1; }
+    models=~/.cache/hiraishin-llama/models
+    model=$models/qwen3-8b-4l-seed1-Q4_K_M.gguf
+    # the smoke's models (same preset, layers and seed, so the same bytes), made here where the smoke has not run
+    "$VENV/bin/python" - "$models" <<'PY' || { echo "the smoke's models could not be made in $models"; exit 1; }
+import pathlib, sys
+from hiraishin_llama import smoke
+models = pathlib.Path(sys.argv[1])
+models.mkdir(parents=True, exist_ok=True)
+smoke.prepare_models(models, "qwen3-8b", 4, ["Q4_K_M"], 1)
+smoke.prepare_models(models, "qwen3moe", 2, ["Q4_K_M"], 1)
+PY
     device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
     for kvu in off on; do
         t=$(date +%s)
@@ -280,7 +289,7 @@ slots)
         echo "server_slots --kv-unified $kvu exit ${PIPESTATUS[0]} in $(( $(date +%s) - t ))s"
     done
     # the smoke's mixture-of-experts model (Qwen3-30B-A3B shapes, 2 layers) in the unified cache, as -np auto serves
-    moe=~/.cache/hiraishin-llama/models/qwen3moe-2l-seed1-Q4_K_M.gguf
+    moe=$models/qwen3moe-2l-seed1-Q4_K_M.gguf
     if [ -f "$moe" ]; then
         t=$(date +%s)
         python3 "$REPO/benchmarks/server_slots.py" --venv "$VENV" --model "$moe" --slots 4 --prompts 8 --draft \
@@ -288,7 +297,7 @@ slots)
             --log-dir /tmp/slots-logs-moe --json "$OUT/server-slots-cuda-moe-kvu-on.json" --device "$device" 2>&1 | tail -12
         echo "server_slots MoE --kv-unified on exit ${PIPESTATUS[0]} in $(( $(date +%s) - t ))s"
     else
-        echo "$moe: not made (the smoke's MoE cases were left out)"
+        echo "$moe: missing"
     fi
     # tokens/s over all slots at -np 1, 2, 4, 8, exact and stock, drafting off and on (a KV stream per slot)
     t=$(date +%s)
