@@ -1,10 +1,12 @@
 """A model split across machines through llama.cpp's RPC backend, with the CPU wheel: rpc-server workers on
 127.0.0.1 and hiraishin-replay with --rpc, as a user starts them from the installed wheel.
 
-The model is Qwen3-8B-shaped (two layers, Q4_K_M as llama-quantize lays it out, written directly): the shape
-whose CPU products take the batch-dependent paths with the switch off, so the control can differ. With --ngl 2
-the worker holds the second layer, the client the first layer and the output matrix (llama.cpp offloads the output
-only when N exceeds the layer count).
+The model is Qwen3-8B-shaped (two layers, Q4_K_M as llama-quantize lays it out, written directly), after a
+prompt of 600 tokens: past 512 cells the CPU's stock flash attention splits one query's KV range over the threads,
+so the switch-off control differs on any x86 CPU (with a short prompt only the products could differ, and on a
+CPU with AMX tiles stock Q4_K_M products of a batch add as one row's do). With --ngl 2 the worker holds the second
+layer, the client the first layer and the output matrix (llama.cpp offloads the output only when N exceeds the
+layer count).
 
 Needs a built, repaired CPU wheel (HIRAISHIN_CPU_WHEEL, or dist/wheels/cpu/: see conftest.py); skips without.
 Every process is bounded in time and stopped when its test ends.
@@ -25,6 +27,7 @@ from hiraishin_llama import synthetic
 from tests.helpers import fresh_venv, load_benchmark, pip_install
 
 N_GEN = 48
+N_PROMPT = 600
 # every verify width the guarantee names
 BATCHES = ",".join(str(b) for b in range(2, 17))
 REPLAY_TIMEOUT_S = 600
@@ -55,7 +58,7 @@ def replay(venv: Path, model: Path, endpoint: str, report: Path, *, expect: str,
     import os
 
     command = [str(venv / "bin" / "hiraishin-replay"), "replay", "--model", str(model), "--rpc", endpoint,
-               "--ngl", "2", "--threads", "2", "--n-prompt", "16", "--n-gen", str(n_gen), "--batches", batches,
+               "--ngl", "2", "--threads", "2", "--n-prompt", str(N_PROMPT), "--n-gen", str(n_gen), "--batches", batches,
                "--ctx", "1024", "--expect", expect, "--json", str(report)]
     return subprocess.run(command, capture_output=True, text=True, timeout=REPLAY_TIMEOUT_S,
                           env={**os.environ, **(env or {})})
