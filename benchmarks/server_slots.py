@@ -21,7 +21,11 @@ measures instead what exactness costs a shared server: for each N, each switch s
 and on, one ``llama-server -np N`` answers N x --requests-per-slot greedy requests (the prompts in turn) from N
 client threads, and the report gives the generated tokens per second over all slots, from the first request
 sent to the last answer (server start-up left out), with exact/stock per N and whether exact decoding with
-drafts beats stock decoding without them.
+drafts beats stock decoding without them, and each drafting run's acceptance (drafted tokens the target kept).
+
+The drafting servers draft with --draft-model, or with the model itself. A model drafting for itself has every
+draft accepted but costs a target's step per drafted token, so those runs measure what exactness costs a server
+that drafts, not what drafting gains: that needs a draft much cheaper than the target which agrees with it often.
 """
 
 from __future__ import annotations
@@ -47,11 +51,13 @@ from server_exact import (DRAFT_ARGS, PROMPTS, SWITCH_ENV, Answer, complete, get
 CTX_PER_SLOT = 2048
 
 
-def server_args(model: Path, slots: int, *, draft: bool, kv_unified: bool, extra: tuple[str, ...] = ()) -> list[str]:
+def server_args(model: Path, slots: int, *, draft: bool, kv_unified: bool, extra: tuple[str, ...] = (),
+                draft_model: Path | None = None) -> list[str]:
+    """``draft_model``: what a drafting server drafts with (default: the model itself)."""
     args = ["-m", str(model), "-c", str(CTX_PER_SLOT * slots), "-np", str(slots), "-t", "2",
             "-kvu" if kv_unified else "-no-kvu", *extra]
     if draft:
-        args += ["-md", str(model), *DRAFT_ARGS]
+        args += ["-md", str(draft_model or model), *DRAFT_ARGS]
     return args
 
 
@@ -83,7 +89,9 @@ def answers(venv: Path, args: list[str], env: dict[str, str], log: Path, prompts
         requests_s = time.monotonic() - requests_started
     return results, {"startup_s": startup, "seconds": round(time.monotonic() - started, 1),
                      "requests_s": requests_s, "tokens": sum(len(a.tokens) for a in results.values()),
-                     "slots": len(slots or []), "speculative": bool(slots and slots[0].get("speculative"))}
+                     "slots": len(slots or []), "speculative": bool(slots and slots[0].get("speculative")),
+                     "draft_n": sum(a.draft_n for a in results.values()),
+                     "draft_n_accepted": sum(a.draft_n_accepted for a in results.values())}
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:
@@ -115,9 +123,10 @@ def switch_state(venv: Path, model: Path, log_dir: Path, *, switch_on: bool, slo
 
 def throughput(venv: Path, model: Path, log_dir: Path, *, counts: list[int], switches: tuple[str, ...],
                prompts: tuple[str, ...], requests_per_slot: int, n_predict: int, kv_unified: bool,
-               extra: tuple[str, ...] = (), banned: tuple[int, ...] = ()) -> dict:
+               extra: tuple[str, ...] = (), banned: tuple[int, ...] = (), draft_model: Path | None = None) -> dict:
     """Tokens per second over all slots of ``llama-server -np N`` with N clients, for each N, switch state and
-    drafting off and on; then exact/stock per N and drafting, and exact with drafts against stock without."""
+    drafting off and on (with ``draft_model``, default the model itself); then exact/stock per N and drafting,
+    and exact with drafts against stock without."""
     runs = []
     for n in counts:
         # the prompts in turn, as many requests as N clients take requests_per_slot times each
@@ -125,16 +134,20 @@ def throughput(venv: Path, model: Path, log_dir: Path, *, counts: list[int], swi
         for draft in (False, True):
             for name in switches:
                 label = f"np{n}-{'draft' if draft else 'plain'}-{name}"
-                _, run = answers(venv, server_args(model, n, draft=draft, kv_unified=kv_unified, extra=extra),
+                _, run = answers(venv, server_args(model, n, draft=draft, kv_unified=kv_unified, extra=extra,
+                                                   draft_model=draft_model),
                                  SWITCH_ENV[name == "on"], log_dir / f"{label}.log", workload, n_predict, clients=n,
                                  banned=banned)
                 tokens_per_s = run["tokens"] / run["requests_s"] if run["requests_s"] > 0 else 0.0
+                drafted = run.get("draft_n", 0)
+                run["acceptance"] = round(run.get("draft_n_accepted", 0) / drafted, 3) if drafted else None
                 # "slots" is the -np asked for; the count the server's /slots listed is kept beside it
                 run["server_slots"] = run.pop("slots")
                 runs.append({**run, "slots": n, "draft": draft, "switch": name, "requests": len(workload),
                              "tokens_per_s": round(tokens_per_s, 2)})
+                accepted = f", {run['acceptance']:.0%} of {drafted} drafted accepted" if drafted else ""
                 print(f"-np {n} {'draft' if draft else 'plain'} switch {name}: {run['tokens']} tokens in "
-                      f"{run['requests_s']:.2f} s, {tokens_per_s:.1f} tokens/s", flush=True)
+                      f"{run['requests_s']:.2f} s, {tokens_per_s:.1f} tokens/s{accepted}", flush=True)
     rate = {(r["slots"], r["draft"], r["switch"]): r["tokens_per_s"] for r in runs}
     summary = []
     for n in counts:
@@ -146,7 +159,8 @@ def throughput(venv: Path, model: Path, log_dir: Path, *, counts: list[int], swi
         exact_draft, stock_plain = rate.get((n, True, "on")), rate.get((n, False, "off"))
         row["exact_draft_over_stock_plain"] = round(exact_draft / stock_plain, 3) if exact_draft and stock_plain else None
         summary.append(row)
-    return {"runs": runs, "summary": summary, "requests_per_slot": requests_per_slot}
+    return {"runs": runs, "summary": summary, "requests_per_slot": requests_per_slot,
+            "draft_model": draft_model.name if draft_model else None}
 
 
 def counts_of(text: str) -> list[int]:
@@ -183,6 +197,9 @@ def main() -> None:
                              "drafting off and on, instead of comparing requests")
     parser.add_argument("--requests-per-slot", type=int, default=2,
                         help="with --throughput: requests each client sends (default 2)")
+    parser.add_argument("--draft-model", type=Path,
+                        help="with --throughput: what the drafting servers draft with (default: the model itself, "
+                             "whose drafts cost a target's step each, so drafting cannot gain)")
     parser.add_argument("--log-dir", type=Path, default=Path("server-slots-logs"))
     parser.add_argument("--json", type=Path)
     parser.add_argument("--device", default=f"{platform.machine()}, {platform.processor() or 'cpu'}")
@@ -193,6 +210,10 @@ def main() -> None:
         parser.error(f"--prompts {args.prompts}: give 1 to {len(PROMPTS)}")
     if args.requests_per_slot < 1:
         parser.error(f"--requests-per-slot {args.requests_per_slot}: give 1 or more")
+    if args.draft_model is not None and not args.throughput:
+        parser.error("--draft-model goes with --throughput (the comparison runs draft with --draft and the model)")
+    if args.draft_model is not None and not args.draft_model.is_file():
+        parser.error(f"--draft-model {args.draft_model}: no such file")
     try:
         banned = token_range(args.ban_tokens) if args.ban_tokens else ()
     except ValueError as error:
@@ -210,7 +231,8 @@ def main() -> None:
     if counts:
         result = throughput(args.venv, args.model, args.log_dir, counts=counts, switches=switches, prompts=prompts,
                             requests_per_slot=args.requests_per_slot, n_predict=args.n_predict,
-                            kv_unified=args.kv_unified == "on", extra=tuple(args.server_arg), banned=banned)
+                            kv_unified=args.kv_unified == "on", extra=tuple(args.server_arg), banned=banned,
+                            draft_model=args.draft_model)
         for row in result["summary"]:
             print(f"-np {row['slots']}: exact/stock {row['exact_over_stock_plain']} plain, "
                   f"{row['exact_over_stock_draft']} with drafts; exact with drafts / stock without "

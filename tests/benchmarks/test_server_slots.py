@@ -81,3 +81,49 @@ def test_slot_counts(text: str, counts: list[int]) -> None:
 def test_bad_slot_counts_are_refused_naming_the_text(text: str) -> None:
     with pytest.raises(ValueError, match=text.replace(",", ",")):
         server_slots.counts_of(text)
+
+
+def test_a_draft_model_drafts_for_the_drafting_servers_and_their_acceptance_is_reported(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    started = []
+
+    def fake_answers(venv_dir, args, env, log, prompts, n_predict, clients, banned=()):
+        started.append(args)
+        draft = "-md" in args
+        return {}, {"requests_s": 1.0, "tokens": 100, "seconds": 2.0, "slots": 1,
+                    "draft_n": 80 if draft else 0, "draft_n_accepted": 60 if draft else 0}
+
+    monkeypatch.setattr(server_slots, "answers", fake_answers)
+    result = server_slots.throughput(Path("venv"), Path("target.gguf"), tmp_path, counts=[2], switches=("on", "off"),
+                                     prompts=("a",), requests_per_slot=1, n_predict=4, kv_unified=False,
+                                     draft_model=Path("draft.gguf"))
+    drafting = [args for args in started if "-md" in args]
+    assert len(drafting) == 2 and len(started) == 4
+    assert all(args[args.index("-md") + 1] == "draft.gguf" and args[args.index("-m") + 1] == "target.gguf"
+               for args in drafting)
+    assert [(r["draft"], r["acceptance"]) for r in result["runs"]] == [
+        (False, None), (False, None), (True, 0.75), (True, 0.75)]
+    assert result["draft_model"] == "draft.gguf"
+    # without one, the model drafts for itself
+    started.clear()
+    server_slots.throughput(Path("venv"), Path("target.gguf"), tmp_path, counts=[2], switches=("on",),
+                            prompts=("a",), requests_per_slot=1, n_predict=4, kv_unified=False)
+    assert [args[args.index("-md") + 1] for args in started if "-md" in args] == ["target.gguf"]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--draft-model", "{model}"], "--draft-model goes with --throughput"),
+    (["--throughput", "2", "--draft-model", "{missing}"], "no such file"),
+])
+def test_draft_model_misuse_is_refused_before_any_server_starts(extra: list[str], message: str, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    argv = [arg.format(model=model, missing=tmp_path / "absent.gguf") for arg in extra]
+    monkeypatch.setattr("sys.argv", ["server_slots.py", "--venv", str(tmp_path), "--model", str(model), *argv])
+    monkeypatch.setattr(server_slots, "answers", lambda *a, **k: pytest.fail("a server was started"))
+    with pytest.raises(SystemExit) as exit_info:
+        server_slots.main()
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
