@@ -208,3 +208,58 @@ def test_cli_reports_a_missing_quantizer_and_cleans_up(tmp_path: Path, capsys: p
     assert status == 2
     assert "llama-quantize" in capsys.readouterr().err
     assert not os.listdir(tmp_path)
+
+
+# --- a target and its draft for speculative decoding ---
+
+def _tensors(path: Path) -> dict[str, np.ndarray]:
+    return {t.name: np.array(t.data) for t in gguf.GGUFReader(path).tensors}
+
+
+def test_a_draft_holds_the_targets_first_layers_tensor_for_tensor(tmp_path: Path) -> None:
+    target = synthetic.make_model("tiny", 1, 4, tmp_path / "target.gguf", deep_scale=0.25)
+    draft = synthetic.make_model("tiny", 1, 4, tmp_path / "draft.gguf", deep_scale=0.25, draft_layers=1)
+    target_tensors, draft_tensors = _tensors(target), _tensors(draft)
+    assert _field(gguf.GGUFReader(draft), "qwen3.block_count") == 1
+    assert not any(name.startswith("blk.1.") for name in draft_tensors)
+    # the embedding, the first layer and the output are the target's own, byte for byte
+    assert set(draft_tensors) == {name for name in target_tensors if not name.startswith(("blk.1.", "blk.2.", "blk.3."))}
+    for name, data in draft_tensors.items():
+        assert np.array_equal(data, target_tensors[name]), name
+
+
+def test_deep_scale_scales_only_what_the_deeper_layers_write_into_the_stream(tmp_path: Path) -> None:
+    plain = _tensors(synthetic.make_model("tiny", 1, 4, tmp_path / "plain.gguf"))
+    damped = _tensors(synthetic.make_model("tiny", 1, 4, tmp_path / "damped.gguf", deep_scale=0.25))
+    for name, data in plain.items():
+        deeper_write = name.startswith(("blk.1.", "blk.2.", "blk.3.")) and name.endswith(
+            ("attn_output.weight", "ffn_down.weight"))
+        if deeper_write:
+            # the same draws at a quarter of the scale (F16 rounding aside)
+            np.testing.assert_allclose(damped[name].astype(np.float32), 0.25 * data.astype(np.float32),
+                                       rtol=2e-3, atol=1e-7)
+        else:
+            assert np.array_equal(damped[name], data), name
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"draft_layers": 4}, "draft_layers must be from 1 to n_layer - 1 = 3"),
+    ({"draft_layers": 0}, "draft_layers must be from 1 to n_layer - 1 = 3"),
+    ({"deep_scale": 0.0}, "deep_scale must be a positive number"),
+    ({"deep_scale": float("nan")}, "deep_scale must be a positive number"),
+])
+def test_bad_speculation_settings_are_refused_and_write_nothing(kwargs: dict, message: str, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=message):
+        synthetic.make_model("tiny", 1, 4, tmp_path / "m.gguf", **kwargs)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_speculation_settings_are_for_the_dense_presets(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="dense qwen3 presets, not tiny-qwen3moe"):
+        synthetic.make_model("tiny-qwen3moe", 1, 2, tmp_path / "m.gguf", draft_layers=1)
+
+
+def test_cli_writes_a_draft(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert synthetic.main(["--preset", "tiny", "--n-layer", "3", "--deep-layer-scale", "0.5", "--draft-layers", "1",
+                           "--out", str(tmp_path / "draft.gguf")]) == 0
+    assert _field(gguf.GGUFReader(tmp_path / "draft.gguf"), "qwen3.block_count") == 1

@@ -155,3 +155,25 @@ def test_direct_weights_have_the_f16_models_scale(tiny_model: Path, quantizer: P
         weights = dequantize(tensor.data, tensor.tensor_type)
         reference = np.asarray(f16[tensor.name].data, dtype=np.float32)
         assert weights.std() == pytest.approx(reference.std(), rel=0.1), tensor.name
+
+
+def test_a_direct_draft_holds_the_direct_targets_first_layer_block_for_block(tmp_path: Path) -> None:
+    quantizer = _stand_in_quantizer(tmp_path)
+    target = synthetic.make_direct_model("tiny", 1, 4, "Q4_K_M", tmp_path / "target.gguf", quantizer, deep_scale=0.1)
+    draft = synthetic.make_direct_model("tiny", 1, 4, "Q4_K_M", tmp_path / "draft.gguf", quantizer, deep_scale=0.1,
+                                        draft_layers=1)
+    target_tensors = {t.name: t for t in gguf.GGUFReader(target).tensors}
+    reader = gguf.GGUFReader(draft)
+    assert reader.get_field("qwen3.block_count").contents() == 1
+    names = [t.name for t in reader.tensors]
+    assert names == [name for name in target_tensors if not name.startswith(("blk.1.", "blk.2.", "blk.3."))]
+    for tensor in reader.tensors:
+        assert tensor.tensor_type == target_tensors[tensor.name].tensor_type, tensor.name
+        assert np.array_equal(tensor.data, target_tensors[tensor.name].data), tensor.name
+    # the deeper layers' writes into the stream are a tenth of the plain model's scale
+    plain = {t.name: t for t in gguf.GGUFReader(
+        synthetic.make_direct_model("tiny", 1, 4, "Q4_K_M", tmp_path / "plain.gguf", quantizer)).tensors}
+    for name in ("blk.1.attn_output.weight", "blk.3.ffn_down.weight"):
+        ratio = (np.std(dequantize(target_tensors[name].data, T.Q4_K))
+                 / np.std(dequantize(plain[name].data, T.Q4_K)))
+        assert ratio == pytest.approx(0.1, rel=0.02), name

@@ -526,13 +526,15 @@ def _word_pieces() -> Iterator[str]:
             yield word
 
 
-def _tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
+def _tensor_specs(preset: Preset, n_layer: int, deep_scale: float = 1.0) -> list[_TensorSpec]:
     """Every tensor llama.cpp's loader for the preset's architecture requires, with its initialization scale.
 
     Projections use std 1/sqrt(fan_in) so each matmul preserves the activation
     scale; the projections that write into the residual stream (two per layer,
     one per nemotron_h layer) are further scaled by 1/sqrt(the number of
     residual writes, 2 * n_layer or n_layer) so the stream grows slowly with depth.
+    ``deep_scale`` (dense qwen3 only) scales those writes once more in every layer
+    past the first: how far the model's logits move from its first layer's.
     """
     if preset.architecture == QWEN35:
         return _qwen35_tensor_specs(preset, n_layer)
@@ -545,11 +547,11 @@ def _tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
     if preset.architecture == QWEN2MOE:
         return _qwen2moe_tensor_specs(preset, n_layer)
     n_embd = preset.n_embd
-    residual_scale = 1.0 / np.sqrt(2.0 * n_layer)
 
     specs = [_TensorSpec("token_embd.weight", (preset.n_vocab, n_embd), 1.0)]
     for layer in range(n_layer):
         blk = f"blk.{layer}"
+        residual_scale = 1.0 / np.sqrt(2.0 * n_layer) * (deep_scale if layer > 0 else 1.0)
         specs += _qwen3_attention_specs(preset, blk, residual_scale)
         specs += [
             _TensorSpec(f"{blk}.ffn_gate.weight", (preset.n_ff, n_embd), 1.0 / np.sqrt(n_embd)),
@@ -911,7 +913,27 @@ def _float_dtype(qtype: gguf.GGMLQuantizationType) -> type[np.floating] | None:
     return {gguf.GGMLQuantizationType.F32: np.float32, gguf.GGMLQuantizationType.F16: np.float16}.get(qtype)
 
 
-def make_model(preset: str | Preset, seed: int, n_layer: int | None, out_path: str | os.PathLike[str]) -> Path:
+def _speculation_specs(preset: Preset, n_layer: int, deep_scale: float, draft_layers: int | None) -> list[_TensorSpec]:
+    """The tensors of the n_layer model with ``deep_scale``, or of its first ``draft_layers`` layers: a draft
+    whose tensors are the target's own, so that it agrees with the target as far as the deeper layers let it."""
+    if deep_scale != 1.0 or draft_layers is not None:
+        if preset.architecture != ARCHITECTURE:
+            raise ValueError(f"deep_scale and draft_layers are for the dense qwen3 presets, not {preset.name} "
+                             f"({preset.architecture})")
+        if not (isinstance(deep_scale, (int, float)) and np.isfinite(deep_scale) and deep_scale > 0):
+            raise ValueError(f"deep_scale must be a positive number, got {deep_scale!r}")
+        if draft_layers is not None and not (isinstance(draft_layers, int) and not isinstance(draft_layers, bool)
+                                             and 1 <= draft_layers < n_layer):
+            raise ValueError(f"draft_layers must be from 1 to n_layer - 1 = {n_layer - 1}, got {draft_layers!r}")
+    specs = _tensor_specs(preset, n_layer, deep_scale)
+    if draft_layers is None:
+        return specs
+    deeper = tuple(f"blk.{layer}." for layer in range(draft_layers, n_layer))
+    return [spec for spec in specs if not spec.name.startswith(deeper)]
+
+
+def make_model(preset: str | Preset, seed: int, n_layer: int | None, out_path: str | os.PathLike[str], *,
+               deep_scale: float = 1.0, draft_layers: int | None = None) -> Path:
     """Write a synthetic F16 GGUF of the preset's architecture to out_path and return its path.
 
     Matrices are F16; norms, and for the mixtures of experts the router, the
@@ -919,11 +941,16 @@ def make_model(preset: str | Preset, seed: int, n_layer: int | None, out_path: s
 
     n_layer=None uses the preset's layer count. Tensors are generated and
     written one at a time, so peak memory is about one tensor, not the model.
+
+    For speculative decoding (dense qwen3 presets): ``deep_scale`` scales what
+    every layer past the first writes into the residual stream, and
+    ``draft_layers`` writes only the first layers of that model, tensor for
+    tensor, as its draft.
     """
     preset, n_layer, out_path = _check_model_args(preset, seed, n_layer, out_path)
-    specs = _tensor_specs(preset, n_layer)
+    specs = _speculation_specs(preset, n_layer, deep_scale, draft_layers)
     with _AtomicGGUF(out_path, preset.architecture) as writer:
-        _add_metadata(writer, preset, seed, n_layer)
+        _add_metadata(writer, preset, seed, draft_layers or n_layer)
         _write_header(writer, specs)
         for spec in specs:
             writer.write_tensor_data(_materialize(spec, seed))
@@ -931,12 +958,13 @@ def make_model(preset: str | Preset, seed: int, n_layer: int | None, out_path: s
 
 
 def make_quantized_model(preset: str | Preset, seed: int, n_layer: int | None, qtype: str,
-                         out_path: str | os.PathLike[str], quantizer_path: str | os.PathLike[str]) -> Path:
+                         out_path: str | os.PathLike[str], quantizer_path: str | os.PathLike[str], *,
+                         deep_scale: float = 1.0, draft_layers: int | None = None) -> Path:
     """The F16 model quantized to qtype by llama-quantize; the F16 file is removed afterwards."""
     out_path = Path(out_path)
     f16_path = out_path.with_name(out_path.name + ".f16")
     try:
-        make_model(preset, seed, n_layer, f16_path)
+        make_model(preset, seed, n_layer, f16_path, deep_scale=deep_scale, draft_layers=draft_layers)
         return quantize(f16_path, out_path, qtype, quantizer_path)
     finally:
         f16_path.unlink(missing_ok=True)
@@ -1061,7 +1089,8 @@ def _materialize_quantized(spec: _TensorSpec, qtype: gguf.GGMLQuantizationType, 
 
 
 def make_direct_model(preset: str | Preset, seed: int, n_layer: int | None, qtype: str,
-                      out_path: str | os.PathLike[str], quantizer_path: str | os.PathLike[str]) -> Path:
+                      out_path: str | os.PathLike[str], quantizer_path: str | os.PathLike[str], *,
+                      deep_scale: float = 1.0, draft_layers: int | None = None) -> Path:
     """Write a quantized model without an F16 model or a quantization pass.
 
     Each tensor gets the type llama-quantize would give it for qtype (read
@@ -1070,10 +1099,14 @@ def make_direct_model(preset: str | Preset, seed: int, n_layer: int | None, qtyp
     bytes per token as in the quantized F16 model, so it times the same, and a
     full-size model takes seconds instead of minutes and no 16 GB F16 file;
     its weights are not those of the F16 model with the same seed.
+
+    ``deep_scale`` and ``draft_layers`` as in make_model; a draft's tensors
+    take the types llama-quantize gives them in the n_layer model, so they
+    are the direct target's own blocks, byte for byte.
     """
     qtype = normalize_quant_type(qtype)
     preset, n_layer, out_path = _check_model_args(preset, seed, n_layer, out_path)
-    specs = _tensor_specs(preset, n_layer)
+    specs = _speculation_specs(preset, n_layer, deep_scale, draft_layers)
     shape_model = out_path.with_name(out_path.name + ".shape")
     try:
         write_shape_model(preset, n_layer, shape_model)
@@ -1091,7 +1124,7 @@ def make_direct_model(preset: str | Preset, seed: int, n_layer: int | None, qtyp
         return _materialize_quantized(spec, types[spec.name], seed)
 
     with _AtomicGGUF(out_path, preset.architecture) as writer:
-        _add_metadata(writer, preset, seed, n_layer, _FILE_TYPES[qtype])
+        _add_metadata(writer, preset, seed, draft_layers or n_layer, _FILE_TYPES[qtype])
         writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
         writer.add_string("hiraishin.synthetic.weights", "direct")
         _write_header(writer, specs, types)
@@ -1210,17 +1243,24 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --quant: write random quantized blocks in the types llama-quantize would "
                              "choose, without an F16 model (seconds for a full-size model; for timing, "
                              "its weights differ from the quantized F16 model's)")
+    parser.add_argument("--deep-layer-scale", type=float, default=1.0, metavar="X",
+                        help="dense qwen3 presets: scale what every layer past the first writes into the residual "
+                             "stream by X (below 1, the model's tokens agree more often with its first layer's)")
+    parser.add_argument("--draft-layers", type=int, default=None, metavar="K",
+                        help="dense qwen3 presets: write only the first K layers of the --n-layer model (with the "
+                             "same --deep-layer-scale and seed), a draft whose tensors are the target's own")
     args = parser.parse_args(argv)
     if args.direct and args.quant is None:
         parser.error("--direct needs --quant")
 
     try:
+        speculation = {"deep_scale": args.deep_layer_scale, "draft_layers": args.draft_layers}
         if args.quant is None:
-            make_model(args.preset, args.seed, args.n_layer, args.out)
+            make_model(args.preset, args.seed, args.n_layer, args.out, **speculation)
         else:
             quantizer = args.quantizer if args.quantizer is not None else find_quantizer()
             make = make_direct_model if args.direct else make_quantized_model
-            make(args.preset, args.seed, args.n_layer, args.quant, args.out, quantizer)
+            make(args.preset, args.seed, args.n_layer, args.quant, args.out, quantizer, **speculation)
     except (ValueError, OSError, QuantizationError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
