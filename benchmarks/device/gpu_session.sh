@@ -299,11 +299,22 @@ PY
     else
         echo "$moe: missing"
     fi
-    # tokens/s over all slots at -np 1, 2, 4, 8, exact and stock, drafting off and on (a KV stream per slot)
+    # tokens/s over all slots at -np 1, 2, 4, 8, exact and stock, drafting off and on (a KV stream per slot), on a
+    # Qwen3-8B-shaped target of THROUGHPUT_LAYERS (36) layers whose deeper layers write a tenth into the residual
+    # stream, drafted by its own first layer (about 80% of drafted tokens kept on the CPU's tiny preset:
+    # speculation-pair-cpu-tiny-deep-scale.json); both written directly, in seconds
+    layers=${THROUGHPUT_LAYERS:-36}
+    target=$models/qwen3-8b-${layers}l-deep0.1-direct-Q4_K_M.gguf
+    draft=$models/qwen3-8b-${layers}l-deep0.1-draft1-direct-Q4_K_M.gguf
+    export PATH=$VENV/bin:$PATH  # the direct models' types come from the wheel's llama-quantize --dry-run
+    [ -f "$target" ] || "$VENV/bin/python" -m hiraishin_llama.synthetic --preset qwen3-8b --n-layer "$layers" --seed 1 \
+        --deep-layer-scale 0.1 --quant Q4_K_M --direct --out "$target" > /dev/null || exit 1
+    [ -f "$draft" ] || "$VENV/bin/python" -m hiraishin_llama.synthetic --preset qwen3-8b --n-layer "$layers" --seed 1 \
+        --deep-layer-scale 0.1 --draft-layers 1 --quant Q4_K_M --direct --out "$draft" > /dev/null || exit 1
     t=$(date +%s)
-    python3 "$REPO/benchmarks/server_slots.py" --venv "$VENV" --model "$model" --throughput 1,2,4,8 --kv-unified off \
-        --ban-tokens 3-258 --server-arg=-ngl --server-arg=99 --log-dir /tmp/slots-logs-throughput \
-        --json "$OUT/server-throughput-cuda.json" --device "$device" 2>&1 | tail -5
+    python3 "$REPO/benchmarks/server_slots.py" --venv "$VENV" --model "$target" --draft-model "$draft" \
+        --throughput 1,2,4,8 --kv-unified off --ban-tokens 3-258 --server-arg=-ngl --server-arg=99 \
+        --log-dir /tmp/slots-logs-throughput --json "$OUT/server-throughput-cuda.json" --device "$device" 2>&1 | tail -21
     echo "server_slots --throughput exit ${PIPESTATUS[0]} in $(( $(date +%s) - t ))s"
     bench=$VENV/bin/llama-bench
     for bi in 1 0; do
