@@ -211,7 +211,7 @@ def main() -> None:
     if args.requests_per_slot < 1:
         parser.error(f"--requests-per-slot {args.requests_per_slot}: give 1 or more")
     if args.draft_model is not None and not args.throughput:
-        parser.error("--draft-model goes with --throughput (the comparison runs draft with --draft and the model)")
+        parser.error("--draft-model goes with --throughput; the comparison runs (--draft) draft with the model itself")
     if args.draft_model is not None and not args.draft_model.is_file():
         parser.error(f"--draft-model {args.draft_model}: no such file")
     try:

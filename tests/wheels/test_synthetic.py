@@ -220,7 +220,13 @@ def test_a_draft_holds_the_targets_first_layers_tensor_for_tensor(tmp_path: Path
     target = synthetic.make_model("tiny", 1, 4, tmp_path / "target.gguf", deep_scale=0.25)
     draft = synthetic.make_model("tiny", 1, 4, tmp_path / "draft.gguf", deep_scale=0.25, draft_layers=1)
     target_tensors, draft_tensors = _tensors(target), _tensors(draft)
-    assert _field(gguf.GGUFReader(draft), "qwen3.block_count") == 1
+    reader = gguf.GGUFReader(draft)
+    assert _field(reader, "qwen3.block_count") == 1
+    # what it takes to make the file again: the target's layer count and scale
+    assert _field(reader, "hiraishin.synthetic.n_layer") == 4
+    assert _field(reader, "hiraishin.synthetic.deep_layer_scale") == 0.25
+    assert _field(reader, "general.name") == "hiraishin-synthetic-tiny-L4-deep0.25-draft1-seed1"
+    assert _field(gguf.GGUFReader(target), "general.name") == "hiraishin-synthetic-tiny-L4-deep0.25-seed1"
     assert not any(name.startswith("blk.1.") for name in draft_tensors)
     # the embedding, the first layer and the output are the target's own, byte for byte
     assert set(draft_tensors) == {name for name in target_tensors if not name.startswith(("blk.1.", "blk.2.", "blk.3."))}

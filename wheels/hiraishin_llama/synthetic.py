@@ -793,12 +793,15 @@ def _materialize(spec: _TensorSpec, seed: int) -> np.ndarray:
 
 
 def _add_metadata(writer: gguf.GGUFWriter, preset: Preset, seed: int, n_layer: int,
-                  file_type: gguf.LlamaFileType = gguf.LlamaFileType.MOSTLY_F16) -> None:
-    writer.add_name(f"hiraishin-synthetic-{preset.name}-L{n_layer}-seed{seed}")
+                  file_type: gguf.LlamaFileType = gguf.LlamaFileType.MOSTLY_F16, *, deep_scale: float = 1.0,
+                  draft_layers: int | None = None) -> None:
+    """``n_layer``: the model the tensors come from; a draft of ``draft_layers`` holds that many of them."""
+    variant = (f"-deep{deep_scale:g}" if deep_scale != 1.0 else "") + (f"-draft{draft_layers}" if draft_layers else "")
+    writer.add_name(f"hiraishin-synthetic-{preset.name}-L{n_layer}{variant}-seed{seed}")
     writer.add_file_type(int(file_type))
     writer.add_context_length(preset.context_length)
     writer.add_embedding_length(preset.n_embd)
-    writer.add_block_count(n_layer)
+    writer.add_block_count(draft_layers or n_layer)
     writer.add_head_count(preset.n_head)
     if preset.architecture == NEMOTRON_H:
         # Per-layer arrays, as conversions write them: llama.cpp takes a layer with neither an FFN
@@ -854,6 +857,9 @@ def _add_metadata(writer: gguf.GGUFWriter, preset: Preset, seed: int, n_layer: i
     # Provenance, so a file found on disk says how to regenerate it.
     writer.add_string("hiraishin.synthetic.preset", preset.name)
     writer.add_uint64("hiraishin.synthetic.seed", seed)
+    if deep_scale != 1.0 or draft_layers is not None:
+        writer.add_float32("hiraishin.synthetic.deep_layer_scale", deep_scale)
+        writer.add_uint32("hiraishin.synthetic.n_layer", n_layer)
 
 
 def _check_model_args(preset: str | Preset, seed: int, n_layer: int | None,
@@ -950,7 +956,7 @@ def make_model(preset: str | Preset, seed: int, n_layer: int | None, out_path: s
     preset, n_layer, out_path = _check_model_args(preset, seed, n_layer, out_path)
     specs = _speculation_specs(preset, n_layer, deep_scale, draft_layers)
     with _AtomicGGUF(out_path, preset.architecture) as writer:
-        _add_metadata(writer, preset, seed, draft_layers or n_layer)
+        _add_metadata(writer, preset, seed, n_layer, deep_scale=deep_scale, draft_layers=draft_layers)
         _write_header(writer, specs)
         for spec in specs:
             writer.write_tensor_data(_materialize(spec, seed))
@@ -1124,7 +1130,8 @@ def make_direct_model(preset: str | Preset, seed: int, n_layer: int | None, qtyp
         return _materialize_quantized(spec, types[spec.name], seed)
 
     with _AtomicGGUF(out_path, preset.architecture) as writer:
-        _add_metadata(writer, preset, seed, draft_layers or n_layer, _FILE_TYPES[qtype])
+        _add_metadata(writer, preset, seed, n_layer, _FILE_TYPES[qtype], deep_scale=deep_scale,
+                      draft_layers=draft_layers)
         writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
         writer.add_string("hiraishin.synthetic.weights", "direct")
         _write_header(writer, specs, types)
