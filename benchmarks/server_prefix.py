@@ -2,7 +2,7 @@
 ``cache_prompt``.
 
     python3 benchmarks/server_prefix.py --venv VENV --model M.gguf [--prompts 8] [--n-predict 200]
-        [--switch on|off|both] [--draft] [--json report.json]
+        [--switch on|off|both] [--draft] [--ban-tokens FIRST-LAST] [--server-arg=ARG ...] [--json report.json]
 
 For each switch state one llama-server of VENV (``-np 1``, the server's default batch sizes) answers every
 prompt twice, one request after the other: first with ``cache_prompt`` true, so that each request reuses the
@@ -28,18 +28,20 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from hiraishin_build.smoke import llama_server  # noqa: E402
-from server_exact import DRAFT_ARGS, PROMPTS, SERVER_ARGS, SWITCH_ENV, complete, report_header  # noqa: E402
+from server_exact import PROMPTS, SWITCH_ENV, complete, report_header, server_args, token_range  # noqa: E402
 from server_slots import first_difference  # noqa: E402
 
 
 def switch_state(venv: Path, model: Path, log_dir: Path, *, switch_on: bool, prompts: tuple[str, ...],
-                 n_predict: int, draft: bool) -> dict:
+                 n_predict: int, draft: bool, extra: tuple[str, ...] = (), banned: tuple[int, ...] = ()) -> dict:
+    """``extra``: more llama-server arguments (``-ngl 99`` on a GPU); ``banned``: token ids no request may
+    sample, as server_slots.py's --ban-tokens."""
     name = "on" if switch_on else "off"
-    args = ["-m", str(model), *SERVER_ARGS, *(["-md", str(model), *DRAFT_ARGS] if draft else [])]
+    args = server_args(model, draft=draft, extra=extra)
     started = time.monotonic()
     with llama_server(venv, args, log_dir / f"prefix-{name}.log", env=SWITCH_ENV[switch_on]) as (base, _):
-        reusing = [complete(base, prompt, n_predict, 600.0, cache_prompt=True) for prompt in prompts]
-        fresh = [complete(base, prompt, n_predict, 600.0, cache_prompt=False) for prompt in prompts]
+        reusing = [complete(base, prompt, n_predict, 600.0, banned, cache_prompt=True) for prompt in prompts]
+        fresh = [complete(base, prompt, n_predict, 600.0, banned, cache_prompt=False) for prompt in prompts]
     rows = []
     for number, (reused, reference) in enumerate(zip(reusing, fresh)):
         diff = first_difference(reference["tokens"], reused["tokens"])
@@ -60,23 +62,34 @@ def main() -> None:
     parser.add_argument("--n-predict", type=int, default=200)
     parser.add_argument("--switch", choices=("on", "off", "both"), default="both")
     parser.add_argument("--draft", action="store_true", help="the server drafts with the model itself")
+    parser.add_argument("--server-arg", action="append", default=[], metavar="ARG",
+                        help="one more llama-server argument (repeat; --server-arg=-ngl --server-arg=99 on a GPU)")
+    parser.add_argument("--ban-tokens", metavar="FIRST-LAST",
+                        help="token ids no request may sample, e.g. 3-258 (a synthetic model's byte tokens, whose "
+                             "lone pieces the server's reply parser refuses)")
     parser.add_argument("--log-dir", type=Path, default=Path("server-prefix-logs"))
     parser.add_argument("--json", type=Path)
     parser.add_argument("--device", default=f"{platform.machine()}, {platform.processor() or 'cpu'}")
     args = parser.parse_args()
     if not 2 <= args.prompts <= len(PROMPTS):
         parser.error(f"--prompts {args.prompts}: give 2 to {len(PROMPTS)} (the first request has no prefix to reuse)")
+    try:
+        banned = token_range(args.ban_tokens) if args.ban_tokens else ()
+    except ValueError as error:
+        parser.error(f"--ban-tokens {error}")
     args.log_dir.mkdir(parents=True, exist_ok=True)
     states = {}
     for name in (("on", "off") if args.switch == "both" else (args.switch,)):
         states[name] = switch_state(args.venv, args.model, args.log_dir, switch_on=name == "on",
-                                    prompts=PROMPTS[:args.prompts], n_predict=args.n_predict, draft=args.draft)
+                                    prompts=PROMPTS[:args.prompts], n_predict=args.n_predict, draft=args.draft,
+                                    extra=tuple(args.server_arg), banned=banned)
         state = states[name]
         print(f"switch {name}: {state['identical']}/{state['compared']} requests identical to their empty-cache "
               f"run ({state['reused_prefix']} reused a cached prefix); first differing tokens "
               f"{[r['first_diff_token'] for r in state['per_prompt']]}", flush=True)
     report = {**report_header("benchmarks/server_prefix.py", args.venv, args.device),
-              "model": args.model.name, "draft": args.draft, "n_predict": args.n_predict, "states": states}
+              "model": args.model.name, "draft": args.draft, "n_predict": args.n_predict,
+              "server_args": args.server_arg, "banned_tokens": args.ban_tokens, "states": states}
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
 

@@ -23,7 +23,7 @@
 #   gpu_session.sh partial TAG     # replay with the 4-layer Q4_K_M model split GPU/CPU (--ngl 2), by switch name
 #   gpu_session.sh model-part DIR  # keep DIR's smol.part* under /tmp/model (a real model travels in parts)
 #   gpu_session.sh server          # benchmarks/server_exact.py on SmolLM2 reassembled from its parts
-#   gpu_session.sh slots           # benchmarks/server_slots.py -np 4 with drafts (per-slot and unified KV; MoE unified), the throughput at -np 1-8, the prompt cost
+#   gpu_session.sh slots           # benchmarks/server_slots.py -np 4 with drafts (per-slot and unified KV; MoE unified), a cached prefix reused, the throughput at -np 1-8, the prompt cost
 #   gpu_session.sh ptx ARCH        # a cu13-smARCH wheel of ARCH-virtual PTX only, run here by JIT: smoke + op tests
 #   gpu_session.sh multigpu        # on a machine with several GPUs: smoke and replays with the layers split across them
 #   gpu_session.sh rpc             # a model split across a CUDA and a CPU rpc-server worker and the local GPU, every b
@@ -266,8 +266,8 @@ server)
 slots)
     # several server slots on the GPU: benchmarks/server_slots.py on the smoke's 4-layer Q4_K_M model, every layer
     # offloaded, a self-draft on every slot, per-slot KV caches (--kv-unified off) and the unified one, and on its
-    # MoE model in the unified cache, switch on and off; then the prompt cost of batch-invariant mode's 16-token
-    # ubatches (llama-bench pp512, on and off)
+    # MoE model in the unified cache, switch on and off; a request reusing its slot's cached prefix (server_prefix.py);
+    # the throughput table; then the prompt cost of batch-invariant mode's 16-token ubatches (llama-bench pp512)
     models=~/.cache/hiraishin-llama/models
     model=$models/qwen3-8b-4l-seed1-Q4_K_M.gguf
     # the smoke's models (same preset, layers and seed, so the same bytes), made here where the smoke has not run
@@ -299,6 +299,13 @@ PY
     else
         echo "$moe: missing"
     fi
+    # a request that reuses the prefix its slot cached (cache_prompt), against its run from an empty cache, so its
+    # prompt is cut into other batches: one slot drafting with the model itself, switch on and off
+    t=$(date +%s)
+    python3 "$REPO/benchmarks/server_prefix.py" --venv "$VENV" --model "$model" --draft --switch both \
+        --ban-tokens 3-258 --server-arg=-ngl --server-arg=99 --log-dir /tmp/prefix-logs \
+        --json "$OUT/server-prefix-cuda.json" --device "$device" 2>&1 | tail -4
+    echo "server_prefix exit ${PIPESTATUS[0]} in $(( $(date +%s) - t ))s"
     # tokens/s over all slots at -np 1, 2, 4, 8, exact and stock, drafting off and on (a KV stream per slot), on a
     # Qwen3-8B-shaped target of THROUGHPUT_LAYERS (36) layers whose deeper layers write a tenth into the residual
     # stream, drafted by its own first layer (about 80% of drafted tokens kept on the CPU's tiny preset:
