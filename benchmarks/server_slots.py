@@ -22,6 +22,8 @@ and on, one ``llama-server -np N`` answers N x --requests-per-slot greedy reques
 client threads, and the report gives the generated tokens per second over all slots, from the first request
 sent to the last answer (server start-up left out), with exact/stock per N and whether exact decoding with
 drafts beats stock decoding without them, and each drafting run's acceptance (drafted tokens the target kept).
+The report is written after every server (``complete`` false until the last), so a run cut short by a time limit
+or a failing server keeps what it measured.
 
 The drafting servers draft with --draft-model, or with the model itself. A model drafting for itself has every
 draft accepted but costs a target's step per drafted token, so those runs measure what exactness costs a server
@@ -37,6 +39,7 @@ import platform
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -123,11 +126,18 @@ def switch_state(venv: Path, model: Path, log_dir: Path, *, switch_on: bool, slo
 
 def throughput(venv: Path, model: Path, log_dir: Path, *, counts: list[int], switches: tuple[str, ...],
                prompts: tuple[str, ...], requests_per_slot: int, n_predict: int, kv_unified: bool,
-               extra: tuple[str, ...] = (), banned: tuple[int, ...] = (), draft_model: Path | None = None) -> dict:
+               extra: tuple[str, ...] = (), banned: tuple[int, ...] = (), draft_model: Path | None = None,
+               after_each_run: Callable[[dict], None] | None = None) -> dict:
     """Tokens per second over all slots of ``llama-server -np N`` with N clients, for each N, switch state and
     drafting off and on (with ``draft_model``, default the model itself); then exact/stock per N and drafting,
-    and exact with drafts against stock without."""
-    runs = []
+    and exact with drafts against stock without. ``after_each_run`` gets the result so far (``complete`` false
+    until the last run), so a run stopped by a time limit keeps the servers it measured."""
+    runs: list[dict] = []
+
+    def result(complete: bool) -> dict:
+        return {"runs": runs, "summary": ratios(runs, counts), "requests_per_slot": requests_per_slot,
+                "draft_model": draft_model.name if draft_model else None, "complete": complete}
+
     for n in counts:
         # the prompts in turn, as many requests as N clients take requests_per_slot times each
         workload = tuple(prompts[i % len(prompts)] for i in range(n * requests_per_slot))
@@ -148,6 +158,14 @@ def throughput(venv: Path, model: Path, log_dir: Path, *, counts: list[int], swi
                 accepted = f", {run['acceptance']:.0%} of {drafted} drafted accepted" if drafted else ""
                 print(f"-np {n} {'draft' if draft else 'plain'} switch {name}: {run['tokens']} tokens in "
                       f"{run['requests_s']:.2f} s, {tokens_per_s:.1f} tokens/s{accepted}", flush=True)
+                if after_each_run:
+                    after_each_run(result(False))
+    return result(True)
+
+
+def ratios(runs: list[dict], counts: list[int]) -> list[dict]:
+    """Per slot count: exact over stock without and with drafts, and exact with drafts over stock without
+    (None where a run of the pair is missing)."""
     rate = {(r["slots"], r["draft"], r["switch"]): r["tokens_per_s"] for r in runs}
     summary = []
     for n in counts:
@@ -159,8 +177,7 @@ def throughput(venv: Path, model: Path, log_dir: Path, *, counts: list[int], swi
         exact_draft, stock_plain = rate.get((n, True, "on")), rate.get((n, False, "off"))
         row["exact_draft_over_stock_plain"] = round(exact_draft / stock_plain, 3) if exact_draft and stock_plain else None
         summary.append(row)
-    return {"runs": runs, "summary": summary, "requests_per_slot": requests_per_slot,
-            "draft_model": draft_model.name if draft_model else None}
+    return summary
 
 
 def counts_of(text: str) -> list[int]:
@@ -229,16 +246,19 @@ def main() -> None:
               "model": args.model.name, "server_args": args.server_arg, "banned_tokens": args.ban_tokens,
               "kv_unified": args.kv_unified, "n_predict": args.n_predict}
     if counts:
+        def write(result: dict) -> None:
+            if args.json:
+                args.json.write_text(json.dumps({**header, "throughput": result}, indent=1) + "\n")
+
         result = throughput(args.venv, args.model, args.log_dir, counts=counts, switches=switches, prompts=prompts,
                             requests_per_slot=args.requests_per_slot, n_predict=args.n_predict,
                             kv_unified=args.kv_unified == "on", extra=tuple(args.server_arg), banned=banned,
-                            draft_model=args.draft_model)
+                            draft_model=args.draft_model, after_each_run=write)
         for row in result["summary"]:
             print(f"-np {row['slots']}: exact/stock {row['exact_over_stock_plain']} plain, "
                   f"{row['exact_over_stock_draft']} with drafts; exact with drafts / stock without "
                   f"{row['exact_draft_over_stock_plain']}", flush=True)
-        if args.json:
-            args.json.write_text(json.dumps({**header, "throughput": result}, indent=1) + "\n")
+        write(result)
         return
     states = {}
     for name in switches:

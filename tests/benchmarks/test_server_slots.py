@@ -4,6 +4,7 @@ the several-slots issue asks for."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,46 @@ def test_draft_model_misuse_is_refused_before_any_server_starts(extra: list[str]
         server_slots.main()
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_report_keeps_every_measured_run_when_a_later_server_fails(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path: Path) -> None:
+    # a device call's time limit or a server dying half-way through the table: the runs before it stay in the JSON
+    calls = []
+
+    def fourth_server_dies(venv_dir, args, env, log, prompts, n_predict, clients, banned=()):
+        calls.append(args)
+        if len(calls) == 4:
+            raise RuntimeError("llama-server exited with status 134")
+        return {}, {"requests_s": 1.0, "tokens": 100.0 + len(calls), "seconds": 2.0, "slots": 1}
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    report = tmp_path / "throughput.json"
+    monkeypatch.setattr(server_slots, "answers", fourth_server_dies)
+    monkeypatch.setattr(server_slots, "report_header", lambda tool, venv_dir, device: {"tool": tool})
+    monkeypatch.setattr("sys.argv", ["server_slots.py", "--venv", str(tmp_path), "--model", str(model),
+                                     "--throughput", "1,2", "--log-dir", str(tmp_path / "logs"), "--json", str(report)])
+    with pytest.raises(RuntimeError, match="status 134"):
+        server_slots.main()
+    kept = json.loads(report.read_text())["throughput"]
+    assert kept["complete"] is False
+    assert [(r["slots"], r["draft"], r["switch"]) for r in kept["runs"]] == [(1, False, "on"), (1, False, "off"),
+                                                                           (1, True, "on")]
+    # the ratios of the pairs measured, none for the pair the failure broke or the slot count never reached
+    assert kept["summary"] == [{"slots": 1, "exact_over_stock_plain": round(101 / 102, 3), "exact_over_stock_draft": None,
+                                "exact_draft_over_stock_plain": round(103 / 102, 3)},
+                               {"slots": 2, "exact_over_stock_plain": None, "exact_over_stock_draft": None,
+                                "exact_draft_over_stock_plain": None}]
+
+
+def test_a_finished_table_says_it_is_complete(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(server_slots, "answers", lambda *a, **k: ({}, {"requests_s": 1.0, "tokens": 10, "seconds": 1.0,
+                                                                        "slots": 1}))
+    seen = []
+    result = server_slots.throughput(Path("venv"), Path("m.gguf"), tmp_path, counts=[1], switches=("on", "off"),
+                                     prompts=("a",), requests_per_slot=1, n_predict=4, kv_unified=False,
+                                     after_each_run=lambda partial: seen.append((len(partial["runs"]),
+                                                                                 partial["complete"])))
+    assert seen == [(1, False), (2, False), (3, False), (4, False)]
+    assert result["complete"] is True and len(result["runs"]) == 4
