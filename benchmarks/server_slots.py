@@ -247,8 +247,11 @@ def main() -> None:
               "kv_unified": args.kv_unified, "n_predict": args.n_predict}
     if counts:
         def write(result: dict) -> None:
+            # written aside and renamed, so a kill in the middle of a write leaves the last whole report
             if args.json:
-                args.json.write_text(json.dumps({**header, "throughput": result}, indent=1) + "\n")
+                partial = args.json.with_name(args.json.name + ".partial")
+                partial.write_text(json.dumps({**header, "throughput": result}, indent=1) + "\n")
+                partial.replace(args.json)
 
         result = throughput(args.venv, args.model, args.log_dir, counts=counts, switches=switches, prompts=prompts,
                             requests_per_slot=args.requests_per_slot, n_predict=args.n_predict,
