@@ -152,6 +152,7 @@ def test_the_report_keeps_every_measured_run_when_a_later_server_fails(monkeypat
         server_slots.main()
     kept = json.loads(report.read_text())["throughput"]
     assert kept["complete"] is False
+    assert [path.name for path in tmp_path.iterdir() if path.name.startswith("throughput")] == ["throughput.json"]
     assert [(r["slots"], r["draft"], r["switch"]) for r in kept["runs"]] == [(1, False, "on"), (1, False, "off"),
                                                                            (1, True, "on")]
     # the ratios of the pairs measured, none for the pair the failure broke or the slot count never reached
