@@ -10,18 +10,19 @@ export PYTHONPATH=/tmp/hiraishin-site:$PWD
 export PATH=/tmp/hiraishin-site/bin:$PATH
 hiraishin() { python3 -m hiraishin_build.cli "$@"; }
 
-# wait_for_build LIMIT_SECONDS BUILD_LOG: poll for /tmp/wheel.rc, printing ninja's progress.
+# wait_for_build LIMIT_SECONDS BUILD_LOG [RC_FILE]: poll for RC_FILE (default /tmp/wheel.rc), the exit status a
+# background build writes when it ends, printing ninja's progress.
 wait_for_build() {
-    local limit=$1 log=$2 started
+    local limit=$1 log=$2 rc_file=${3:-/tmp/wheel.rc} started
     started=$(date +%s)
-    while [ ! -f /tmp/wheel.rc ]; do
+    while [ ! -f "$rc_file" ]; do
         if [ $(( $(date +%s) - started )) -ge "$limit" ]; then
             echo "build still running after ${limit}s"; return 2
         fi
         sleep 20
         echo "$(date +%T) $(grep -o '\[[0-9]*/[0-9]*\]' "$log" 2>/dev/null | tail -1)"
     done
-    return "$(cat /tmp/wheel.rc)"
+    return "$(cat "$rc_file")"
 }
 
 # user_venv VENV: a fresh venv as a user's, except that there is no package

@@ -25,6 +25,9 @@
 #   gpu_session.sh server          # benchmarks/server_exact.py on SmolLM2 reassembled from its parts
 #   gpu_session.sh slots           # benchmarks/server_slots.py -np 4 with drafts (per-slot and unified KV; MoE unified), a cached prefix reused, the throughput at -np 1-8, the prompt cost
 #   gpu_session.sh ptx ARCH        # a cu13-smARCH wheel of ARCH-virtual PTX only, run here by JIT: smoke + op tests
+#   gpu_session.sh recipe-start RECIPE [SDIST]  # a release build: RECIPE's wheel with the architectures it ships, no tests,
+#                                  # in the background (SDIST unpacked first where given, else the one unpacked last)
+#   gpu_session.sh recipe-wait RECIPE [S]  # wait up to S s (540) for it; its time, size, budget and files in $OUT
 #   gpu_session.sh multigpu        # on a machine with several GPUs: smoke and replays with the layers split across them
 #   gpu_session.sh rpc             # a model split across a CUDA and a CPU rpc-server worker and the local GPU, every b
 #   gpu_session.sh rpc-bench       # verify-pass times b=1..16 of a 36-layer model, local against split across a CUDA worker
@@ -57,14 +60,19 @@ swap_in() {
     done
 }
 
+# unpack_sdist SDIST: the sdist unpacked into /tmp/src (what was there before removed), its top directory in SRC
+# and in /tmp/src.dir for the phases that follow
+unpack_sdist() {
+    rm -rf /tmp/src && mkdir -p /tmp/src && tar xzf "$1" -C /tmp/src || return 1
+    SRC=/tmp/src/$(basename "$1" .tar.gz)
+    echo "$SRC" > /tmp/src.dir
+}
+
 package_bin() { "$VENV/bin/python" -c 'import hiraishin_llama, pathlib; print(pathlib.Path(hiraishin_llama.__file__).parent / "bin")'; }
 
 case "${1:-}" in
 build)
-    sdist=$2
-    rm -rf /tmp/src && mkdir -p /tmp/src && tar xzf "$sdist" -C /tmp/src || exit 1
-    SRC=/tmp/src/$(basename "$sdist" .tar.gz)
-    echo "$SRC" > /tmp/src.dir
+    unpack_sdist "$2" || exit 1
     nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv | tee "$OUT/gpu.csv"
     nvcc --version | tail -2
     rm -f /tmp/wheel.rc
@@ -128,9 +136,11 @@ install)
     python3 - "$WHEEL_DIR" > "$OUT/wheel.json" <<'PY'
 import json, os, sys, glob
 d = sys.argv[1]
-started, finished = (int(open(f"/tmp/wheel.{k}").read()) for k in ("started", "finished"))
+# a wheel from recipe-start has its time in recipe-wait's report instead
+stamps = [f"/tmp/wheel.{k}" for k in ("started", "finished")]
+started, finished = (int(open(p).read()) for p in stamps) if all(map(os.path.exists, stamps)) else (0, None)
 wheels = sorted(glob.glob(d + "/*.whl"))
-print(json.dumps({"build_seconds": finished - started,
+print(json.dumps({"build_seconds": finished - started if finished else None,
                   "wheels": [{"file": os.path.basename(w), "bytes": os.path.getsize(w)} for w in wheels]}, indent=2))
 PY
     cat "$OUT/wheel.json"
@@ -355,6 +365,50 @@ ptx)
         echo "op tests, switch $on: $(grep -E 'tests passed' "$OUT/tbo-ptx$arch-bi-$on.txt")"
     done
     exit $rc
+    ;;
+recipe-start)
+    # A release build (the release issue): RECIPE's wheel with the architecture list it ships, as the wheels workflow
+    # builds it, without the test binaries; in the background, so a smoke test can use the GPU meanwhile. The build
+    # directory is the recipe's own; one build at a time, since each takes every core.
+    recipe=${2:?recipe-start needs a recipe, e.g. cu13-sm120}
+    [ -f "recipes/$recipe.toml" ] || { echo "no recipe recipes/$recipe.toml"; exit 2; }
+    if [ -n "${3:-}" ]; then unpack_sdist "$3" || exit 1; fi
+    [ -d "$SRC" ] || { echo "no unpacked sdist: give its path after the recipe"; exit 2; }
+    pgrep -f "hiraishin_build.cli -v wheel" > /dev/null && { echo "a wheel build is already running"; exit 2; }
+    state=/tmp/recipe-$recipe
+    rm -f "$state.rc" "$state.finished" && date +%s > "$state.started"
+    setsid bash -c "python3 -m hiraishin_build.cli -v wheel --recipe $recipe --sdist '$SRC' --no-build-isolation \
+        -j $(nproc) > $state.out 2>&1; echo \$? > $state.rc; date +%s > $state.finished" < /dev/null > /dev/null 2>&1 &
+    echo "building $recipe from $SRC in the background (log: $state.out)"
+    ;;
+recipe-wait)
+    # The release build's end: its exit status (12: over the recipe's size budget), build time, wheel size against
+    # the budget and the wheel's files, largest first, in $OUT/wheel-build-RECIPE.json.
+    recipe=${2:?recipe-wait needs a recipe}
+    state=/tmp/recipe-$recipe
+    [ -f "$state.started" ] || { echo "no build of $recipe was started here: recipe-start $recipe first"; exit 2; }
+    wait_for_build "${3:-540}" "/tmp/src/wheels/$recipe/build-$recipe.log" "$state.rc"; rc=$?
+    [ -f "$state.rc" ] || exit "$rc"
+    tail -3 "$state.out"; cp "$state.out" "$OUT/wheel-build-$recipe.out"
+    python3 - "$recipe" "$state" "$rc" "/tmp/src/wheels/$recipe" > "$OUT/wheel-build-$recipe.json" <<'PY'
+import json, pathlib, sys, tomllib, zipfile
+recipe, state, rc, wheel_dir = sys.argv[1], sys.argv[2], int(sys.argv[3]), pathlib.Path(sys.argv[4])
+seconds = int(open(f"{state}.finished").read()) - int(open(f"{state}.started").read())
+budget = tomllib.loads(pathlib.Path(f"recipes/{recipe}.toml").read_text())["size-budget-mb"]
+report = {"recipe": recipe, "exit_status": rc, "build_seconds": seconds, "size_budget_mb": budget}
+wheels = sorted(wheel_dir.glob("hiraishin_llama-*.whl"), key=lambda p: p.stat().st_mtime)
+if wheels:
+    wheel = wheels[-1]
+    with zipfile.ZipFile(wheel) as archive:
+        files = sorted(({"file": i.filename, "bytes": i.file_size, "in_zip_bytes": i.compress_size}
+                        for i in archive.infolist()), key=lambda f: -f["in_zip_bytes"])
+    report |= {"wheel": wheel.name, "bytes": wheel.stat().st_size,
+               "within_budget": wheel.stat().st_size <= budget * 1e6, "files": files}
+print(json.dumps(report, indent=1))
+PY
+    python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print({k: v for k, v in r.items() if k != "files"})' \
+        "$OUT/wheel-build-$recipe.json"
+    exit "$rc"
     ;;
 multigpu)
     # llama.cpp's default split mode (layer): every visible GPU takes a share of the layers. The smoke
