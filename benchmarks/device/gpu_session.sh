@@ -367,7 +367,7 @@ ptx)
     exit $rc
     ;;
 recipe-start)
-    # A release build (the release issue): RECIPE's wheel with the architecture list it ships, as the wheels workflow
+    # A release build: RECIPE's wheel with the architecture list it ships, as the wheels workflow
     # builds it, without the test binaries; in the background, so a smoke test can use the GPU meanwhile. The build
     # directory is the recipe's own; one build at a time, since each takes every core.
     recipe=${2:?recipe-start needs a recipe, e.g. cu13-sm120}
@@ -393,10 +393,13 @@ recipe-wait)
     python3 - "$recipe" "$state" "$rc" "/tmp/src/wheels/$recipe" > "$OUT/wheel-build-$recipe.json" <<'PY'
 import json, pathlib, sys, tomllib, zipfile
 recipe, state, rc, wheel_dir = sys.argv[1], sys.argv[2], int(sys.argv[3]), pathlib.Path(sys.argv[4])
-seconds = int(open(f"{state}.finished").read()) - int(open(f"{state}.started").read())
+started = int(open(f"{state}.started").read())
+seconds = int(open(f"{state}.finished").read()) - started
 budget = tomllib.loads(pathlib.Path(f"recipes/{recipe}.toml").read_text())["size-budget-mb"]
 report = {"recipe": recipe, "exit_status": rc, "build_seconds": seconds, "size_budget_mb": budget}
-wheels = sorted(wheel_dir.glob("hiraishin_llama-*.whl"), key=lambda p: p.stat().st_mtime)
+# only a wheel this build wrote: a failed build must not report an earlier one
+wheels = sorted((p for p in wheel_dir.glob("hiraishin_llama-*.whl") if p.stat().st_mtime >= started),
+                key=lambda p: p.stat().st_mtime)
 if wheels:
     wheel = wheels[-1]
     with zipfile.ZipFile(wheel) as archive:
