@@ -146,14 +146,7 @@ PY
     cat "$OUT/wheel.json"
     # what the wheel is made of (no unzip on this machine): every file with its size and its compressed size in the
     # zip, largest first, in wheel-files.json; the 12 largest printed, for a wheel that outgrew its size budget
-    python3 - "$WHEEL_DIR" > "$OUT/wheel-files.json" <<'PY'
-import json, pathlib, sys, zipfile
-wheel = max(pathlib.Path(sys.argv[1]).glob("hiraishin_llama-*.whl"), key=lambda p: p.stat().st_mtime)
-with zipfile.ZipFile(wheel) as archive:
-    files = sorted(({"file": i.filename, "bytes": i.file_size, "in_zip_bytes": i.compress_size}
-                    for i in archive.infolist()), key=lambda f: -f["in_zip_bytes"])
-print(json.dumps({"wheel": wheel.name, "bytes": wheel.stat().st_size, "files": files}, indent=1))
-PY
+    python3 "$REPO/benchmarks/device/wheel_files.py" "$WHEEL_DIR" > "$OUT/wheel-files.json"
     python3 -c 'import json, sys; [print(f["bytes"], f["in_zip_bytes"], f["file"]) for f in json.load(open(sys.argv[1]))["files"][:12]]' \
         "$OUT/wheel-files.json"
     ;;
@@ -391,22 +384,18 @@ recipe-wait)
     [ -f "$state.rc" ] || exit "$rc"
     tail -3 "$state.out"; cp "$state.out" "$OUT/wheel-build-$recipe.out"
     python3 - "$recipe" "$state" "$rc" "/tmp/src/wheels/$recipe" > "$OUT/wheel-build-$recipe.json" <<'PY'
-import json, pathlib, sys, tomllib, zipfile
+import json, pathlib, sys, tomllib
+sys.path.insert(0, "benchmarks/device")
+from wheel_files import listing
 recipe, state, rc, wheel_dir = sys.argv[1], sys.argv[2], int(sys.argv[3]), pathlib.Path(sys.argv[4])
 started = int(open(f"{state}.started").read())
 seconds = int(open(f"{state}.finished").read()) - started
 budget = tomllib.loads(pathlib.Path(f"recipes/{recipe}.toml").read_text())["size-budget-mb"]
 report = {"recipe": recipe, "exit_status": rc, "build_seconds": seconds, "size_budget_mb": budget}
 # only a wheel this build wrote: a failed build must not report an earlier one
-wheels = sorted((p for p in wheel_dir.glob("hiraishin_llama-*.whl") if p.stat().st_mtime >= started),
-                key=lambda p: p.stat().st_mtime)
-if wheels:
-    wheel = wheels[-1]
-    with zipfile.ZipFile(wheel) as archive:
-        files = sorted(({"file": i.filename, "bytes": i.file_size, "in_zip_bytes": i.compress_size}
-                        for i in archive.infolist()), key=lambda f: -f["in_zip_bytes"])
-    report |= {"wheel": wheel.name, "bytes": wheel.stat().st_size,
-               "within_budget": wheel.stat().st_size <= budget * 1e6, "files": files}
+wheel = listing(wheel_dir, since=started)
+if wheel:
+    report |= {"within_budget": wheel["bytes"] <= budget * 1e6, **wheel}
 print(json.dumps(report, indent=1))
 PY
     python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print({k: v for k, v in r.items() if k != "files"})' \
