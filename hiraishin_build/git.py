@@ -443,3 +443,26 @@ class ObjectStore:
                 commit = None
             found.append((name, str(reference.target), commit))
         return sorted(found)
+
+
+def diff_zero_context(repo: Path, old: str, new: str) -> str:
+    """The diff old..new without context lines, so each hunk names exactly the lines it removes."""
+    return git(repo, "diff", "--unified=0", "--no-renames", "--no-color", "--diff-algorithm=myers",
+               "--no-ext-diff", old, new, env=ISOLATED_CONFIG).stdout
+
+
+def blame_commits(repo: Path, base: str, head: str, path: str, start: int, count: int) -> list[str]:
+    """The commit that last wrote each of lines start..start+count-1 of ``path`` at ``head``.
+
+    Lines older than ``base`` name ``base``: the range keeps blame from walking
+    history a blobless clone does not hold.
+    """
+    out = git(repo, "blame", "--porcelain", "-L", f"{start},+{count}", f"{base}..{head}", "--", path,
+              env=ISOLATED_CONFIG).stdout
+    commits: list[str] = []
+    for line in out.splitlines():
+        fields = line.split(" ")
+        # a line-group header: "<sha> <orig line> <final line> [<count>]"
+        if len(fields) in (3, 4) and len(fields[0]) == 40 and all(c in "0123456789abcdef" for c in fields[0]):
+            commits.append(fields[0])
+    return commits

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from . import git
 from .cache import UpstreamCache
+from .curation import find_rewrites
 from .errors import CheckFailed, ConfigError, HiraishinError, PatchError, WorkTreeError
 from .fsutil import staged_directory
 from .log import get_logger
@@ -387,6 +388,12 @@ REFRESH_OR_RESTORE = (
 )
 
 
+FOLD_FIXUPS = (
+    "in the work tree (`hiraishin patches apply`), squash each later change into the patch it names "
+    "(`git rebase -i` with fixup), then `hiraishin patches export` and commit patches/"
+)
+
+
 @dataclass
 class CheckResult:
     patches: list[str]
@@ -395,8 +402,9 @@ class CheckResult:
 
 
 def check_stack(project: Project, cache: UpstreamCache) -> CheckResult:
-    """Apply into a temporary work tree, re-export, and require identical bytes
-    and complete patch messages. Touches nothing in the project."""
+    """Apply into a temporary work tree, re-export, and require identical bytes,
+    complete patch messages and no patch that rewrites lines an earlier one
+    added (curation.py). Touches nothing in the project."""
     import time
 
     _, patches, _ = load_stack(project)
@@ -417,6 +425,9 @@ def check_stack(project: Project, cache: UpstreamCache) -> CheckResult:
                 hint=REFRESH_OR_RESTORE,
             ) from None
         applied_at = time.monotonic()
+        commits = [line.split()[0] for line in git.rev_list(workdir, applied.base, applied.head)]
+        rewrites = find_rewrites(workdir, applied.base, commits, applied.applied)
+        problems += [str(rewrite) for rewrite in rewrites]
         out_dir = Path(scratch) / "patches"
         out_dir.mkdir()
         names = render_patches(workdir, out_dir)
@@ -439,5 +450,6 @@ def check_stack(project: Project, cache: UpstreamCache) -> CheckResult:
         if (project.patches_dir / SERIES_FILE).read_bytes() != (out_dir / SERIES_FILE).read_bytes():
             problems.append(f"{SERIES_FILE} re-exports differently (comments, blank lines or order)")
     if problems:
-        raise CheckFailed("patches check failed:\n  " + "\n  ".join(problems), hint=REFRESH_OR_RESTORE)
+        hint = FOLD_FIXUPS if len(rewrites) == len(problems) else REFRESH_OR_RESTORE
+        raise CheckFailed("patches check failed:\n  " + "\n  ".join(problems), hint=hint)
     return CheckResult(applied.applied, applied_at - started, exported_at - applied_at)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hiraishin_llama import _args, smoke, synthetic
+from hiraishin_llama import modelinfo, smoke, synthetic
 from test_moe_smoke import claim, made_models, names, on_cuda, run, stand_in  # noqa: F401 (fixtures)
 
 CPU_BUILD = {"recipe": "cpu", "exact_backends": ["cpu"]}
@@ -133,9 +133,9 @@ def hybrid_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_model_kind_reads_recurrent_layers(hybrid_gguf: Path, tiny_model: Path) -> None:
-    kind = _args.model_kind(hybrid_gguf)
+    kind = modelinfo.model_kind(hybrid_gguf)
     assert kind is not None and kind.architecture == "qwen35" and kind.recurrent and not kind.is_moe
-    assert not _args.model_kind(tiny_model).recurrent
+    assert not modelinfo.model_kind(tiny_model).recurrent
 
 
 def test_a_users_hybrid_model_is_reported(stand_in: Path, hybrid_gguf: Path, tmp_path: Path,  # noqa: F811

@@ -14,7 +14,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 import pytest
-from hiraishin_llama import _args, bench, synthetic
+from hiraishin_llama import bench, modelinfo, synthetic
 
 
 def write_gguf(path: Path, architecture: str, tensors: dict[str, tuple[int, ...]], n_expert: int = 0,
@@ -118,7 +118,7 @@ def test_a_real_tiny_moe_model_has_experts_and_a_smaller_floor(quantizer: Path, 
     if "tiny-qwen3moe" not in synthetic.PRESETS:
         pytest.skip("synthetic.py has no tiny-qwen3moe preset yet")
     model = synthetic.make_direct_model("tiny-qwen3moe", 1, None, "Q4_K_M", tmp_path / "tiny-moe.gguf", quantizer)
-    kind = _args.model_kind(model)
+    kind = modelinfo.model_kind(model)
     assert kind is not None and kind.is_moe and kind.architecture == "qwen3moe"
     whole = sum(int(t.n_bytes) for t in gguf.GGUFReader(model).tensors if t.name not in bench.GATHERED_TENSORS)
     assert bench.pass_bytes(model, kind) < whole

@@ -15,7 +15,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 import pytest
-from hiraishin_llama import _args, runtime, smoke, synthetic
+from hiraishin_llama import modelinfo, runtime, smoke, synthetic
 
 STAND_IN_REPLAY = f"""#!{sys.executable}
 import json, os, sys
@@ -333,9 +333,9 @@ def test_the_help_says_what_the_moe_cases_are(capsys: pytest.CaptureFixture[str]
 
 
 def test_model_kind_reads_the_experts(moe_model: Path, tiny_model: Path) -> None:
-    assert _args.model_kind(moe_model) == _args.ModelKind("qwen3moe", 4, 2)
-    assert _args.model_kind(tiny_model) == _args.ModelKind("qwen3", 0, 0)
-    assert not _args.model_kind(tiny_model).is_moe
+    assert modelinfo.model_kind(moe_model) == modelinfo.ModelKind("qwen3moe", 4, 2)
+    assert modelinfo.model_kind(tiny_model) == modelinfo.ModelKind("qwen3", 0, 0)
+    assert not modelinfo.model_kind(tiny_model).is_moe
 
 
 def test_the_synthetic_moe_presets_are_moe_when_they_exist() -> None:

@@ -40,9 +40,9 @@ import re
 import gguf
 
 from . import __version__, runtime, speedup, synthetic
-from ._args import (ArgumentParser, ModelKind, directory_problem, model_kind, parse_batches, report_path_problem,
-                    write_report)
+from ._args import ArgumentParser, directory_problem, parse_batches, report_path_problem, write_report
 from ._launch import switch_environment, tool_dir
+from .modelinfo import ModelKind, model_kind
 
 REPLAY = "hiraishin-replay"
 MODES = {"exact": True, "stock": False}

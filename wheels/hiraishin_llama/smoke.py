@@ -67,9 +67,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import __version__, coverage, runtime, synthetic
-from ._args import (ArgumentParser, at_least, directory_problem, model_kind, name_list, parse_batches,
-                    report_path_problem, write_report)
+from ._args import (ArgumentParser, at_least, directory_problem, name_list, parse_batches, report_path_problem,
+                    write_report)
 from ._launch import BIN_DIR_ENV, switch_environment, tool_dir
+from .modelinfo import model_kind
 
 # Every verify batch size the guarantee covers: several kernel choices depend on the exact width
 # (rows per block at 7 and at 10-16 columns, one instantiation per width), so a sample would miss some.
