@@ -499,7 +499,7 @@ def _llama_bench_means(record: dict) -> dict[tuple[str, str], dict[str, float]]:
 
 
 # The stack revision from which the CPU's batch-invariant mode keeps the batched kernels that add as one row does
-# (patches/ggml-cpu-batch-invariant-mode-keeps-the-repacked-gemm-and-sg.patch); before it, every size took one row's.
+# (patches/ggml-cpu-batch-invariant-mul-mat-and-flash-attention.patch); before it, every size took one row's.
 CPU_BATCHED_KERNELS_REVISION = 30
 
 
@@ -571,7 +571,7 @@ def _cpu_prompt_cost_section(results_dir: Path) -> list[str]:
                  "sgemm for one row too where it does not (F32, F16, BF16, IQ4_NL), and the repacked 4-row gemm of "
                  "Q4_0, IQ4_NL, MXFP4, Q4_K and Q2_K (AVX2 and up), whose one-row kernel for Q4_K and Q2_K now adds "
                  "in the gemm's order "
-                 "(`patches/ggml-cpu-batch-invariant-mode-keeps-the-repacked-gemm-and-sg.patch`; the kernels are "
+                 "(`patches/ggml-cpu-batch-invariant-mul-mat-and-flash-attention.patch`; the kernels are "
                  "checked against each other in every x86 variant of the wheel by `tests/wheels/test_repack_order.py`). ")
     else:
         first = (f"From stack revision {revision} {intro} It takes the one-token paths at every batch size: verify "

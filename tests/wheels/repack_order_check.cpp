@@ -1,7 +1,7 @@
 // Does the one-row kernel of the CPU backend's repacked weights (gemv) give each output element the bytes the
 // 4-row kernel (gemm) gives it? Batch-invariant mode keeps stock's split of a batch (groups of 4 rows through
 // gemm, the rest through gemv) only for the types where it does, so a token's product does not depend on the
-// batch it comes in (patches/ggml-cpu-batch-invariant-mode-keeps-the-repacked-gemm-and-sg.patch).
+// batch it comes in (patches/ggml-cpu-batch-invariant-mul-mat-and-flash-attention.patch).
 //
 //   repack_order_check LIBGGML_CPU.so ROWS     (ROWS: 4, or 16 for gemm's 16-row path)
 //

@@ -30,7 +30,7 @@ N_PREDICT = 200
 # The abort of every draft-model server at b10354 (revision 7), whatever the switch: draft-simple's
 # process() decodes each target batch in the draft context as well, verify batches (1 + n_draft
 # outputs) included, but the draft context held n_parallel (1) outputs. Revision 8's
-# speculative-the-draft-context-holds-a-verify-batch-s-outputs.patch fixes it; the mark is the
+# speculative-server-verify-batches-in-one-256-cell-kv-window.patch fixes it; the mark is the
 # message the tests look for in a dying server's log.
 DRAFT_ABORT = "GGML_ASSERT(n_outputs_max <= cparams.n_outputs_max) failed"
 
