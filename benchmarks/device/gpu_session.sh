@@ -481,7 +481,7 @@ fault|unfault)
     # copies from the build tree's bin/ (defaults: the CUDA backend and the op tests).
     name=$2
     diff=$REPO/benchmarks/faults/fault-$name.diff
-    # a candidate change under benchmarks/tuning/ goes in the same way, named by its path
+    # a candidate change under benchmarks/candidates/ goes in the same way, named by its path
     if [ -f "$REPO/$name" ]; then diff=$REPO/$name; name=$(basename "$name" | sed 's/\.[a-z]*$//'); fi
     pkg=$(dirname "$(package_bin)")
     swap=${FAULT_SWAP:-bin/libggml-cuda.so}

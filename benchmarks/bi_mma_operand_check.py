@@ -1,6 +1,6 @@
 """Check, bit for bit, how the superblock-order candidates build their operands from a block's bytes.
 
-    python3 benchmarks/tuning/bi_mma_operand_check.py [TRIALS]
+    python3 benchmarks/bi_mma_operand_check.py [TRIALS]
 
 Q5_K (stack patch 25): the m16n8k16 kernel spreads two quant bytes into the low bytes of two f16 lanes (__byte_perm 0x4140 / 0x4342), ORs in
 the weight's fifth bit (qh) as 16 next to a low nibble or 256 next to a high one, forms 1024 + x by lop3, and scales it
