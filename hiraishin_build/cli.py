@@ -29,6 +29,7 @@ from .series import read_series
 from .sources import NAME_RULE, display_location, name_is_valid, same_repository, url_problem
 from .smoke import PYPI, SmokeFailed, smoke_wheel
 from .stack import apply_stack, check_stack, export_stack, load_stack
+from .worktree import project_lock
 from .wheelbuild import WheelResult, build_wheel
 
 
@@ -304,7 +305,7 @@ def patches_apply(obj: Context, workdir: Path | None, force: bool) -> None:
     target = (workdir or project.default_workdir).resolve()
     writable_directory(target if target.exists() else target.parent, what="the work tree's directory",
                        given_as="--workdir")
-    with log.step(f"applying the stack in {target}"):
+    with project_lock(project.root, "hiraishin patches apply"), log.step(f"applying the stack in {target}"):
         result = apply_stack(project, obj.cache(), target, force=force)
     click.echo(f"applied {len(result.applied)} patch(es) on {result.base[:12]} in {target}")
 
@@ -324,7 +325,8 @@ def patches_export(obj: Context, workdir: Path | None, overwrite: bool) -> None:
     """
     project = obj.project()
     target = (workdir or project.default_workdir).resolve()
-    result = export_stack(project, target, overwrite_edits=overwrite)
+    with project_lock(project.root, "hiraishin patches export"):
+        result = export_stack(project, target, overwrite_edits=overwrite)
     for name, change in result.changes.items():
         click.echo(f"{change.value:>9}  {name}")
     if result.series_changed:

@@ -116,6 +116,10 @@ class RebaseLocked(RebaseError, Locked):
     """Another rebase of the same project is running."""
 
 
+class WorkTreeLocked(WorkTreeError, Locked):
+    """Another hiraishin command is writing the same project's work tree or patches/."""
+
+
 class CacheLocked(UpstreamError, Locked):
     """Another fetch into the same upstream cache is running."""
 

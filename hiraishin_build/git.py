@@ -263,6 +263,11 @@ def reset_branch(repo: Path, branch: str, commit: str) -> None:
         what=f"resetting {branch} to {commit[:12]}")
 
 
+def clean_untracked(repo: Path) -> None:
+    """Remove untracked files and directories; ignored ones are kept."""
+    git(repo, "clean", "--quiet", "--force", "-d", what="removing untracked files")
+
+
 def delete_ref(repo: Path, ref: str) -> None:
     git(repo, "update-ref", "-d", ref, check=False)
 

@@ -42,6 +42,33 @@ STOP_WAIT_S = 10.0
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
+# Test hooks, read from the environment: the interrupt harness (tests/unit/test_interrupts.py) stops a command
+# at its N-th subprocess, as a user or a service manager would, to prove that no instant loses anything.
+#   HIRAISHIN_TEST_INTERRUPT=N:SIGNAL  the tool sends itself SIGNAL (INT, TERM or KILL) while its N-th subprocess runs
+#   HIRAISHIN_TEST_PAUSE=N=FILE        before its N-th subprocess it writes FILE and waits until FILE is removed
+INTERRUPT_ENV = "HIRAISHIN_TEST_INTERRUPT"
+PAUSE_ENV = "HIRAISHIN_TEST_PAUSE"
+_started = 0
+
+
+def _test_hooks(process: subprocess.Popen[str] | None) -> None:
+    """Called with each subprocess just started (None: before starting it)."""
+    interrupt, pause = os.environ.get(INTERRUPT_ENV), os.environ.get(PAUSE_ENV)
+    if not interrupt and not pause:
+        return
+    if process is None:
+        number, _, marker = (pause or "").partition("=")
+        if marker and number == str(_started + 1):
+            Path(marker).write_text(f"{os.getpid()}\n", encoding="utf-8")
+            while Path(marker).exists():
+                time.sleep(0.02)
+        return
+    number, _, name = (interrupt or "").partition(":")
+    if number == str(_started):
+        os.kill(os.getpid(), getattr(signal, f"SIG{name}"))
+        time.sleep(5)  # the signal arrives on the way; a handled one raises here
+
+
 @dataclass(frozen=True)
 class Completed:
     args: list[str]
@@ -200,13 +227,17 @@ def run(
     location = f" (in {cwd})" if cwd else ""
     get_logger().debug("$ %s%s%s", env_prefix + " " if env_prefix else "", shlex.join(argv), location)
     seconds = limit.seconds()
+    global _started
+    _test_hooks(None)
     # Its own process group, so a timeout stops what it started too; no stdin, so nothing waits on input.
     with _own_temporary_directory() as temporary, \
             subprocess.Popen(argv, cwd=cwd, env={**os.environ, **(env or {}), **temporary},
                              stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
                              start_new_session=True) as process:
+        _started += 1
         try:
+            _test_hooks(process)
             stdout, stderr = process.communicate(input, timeout=seconds)
         except subprocess.TimeoutExpired:
             _stop(process)

@@ -730,6 +730,13 @@ def _start(project: Project, cache: UpstreamCache, onto: str, workdir: Path) -> 
     _require_pin_commit(store, cache, pin)
     target = resolve_target(cache, cache.refs(), pin, onto)
     _, patches, warnings = load_stack(project)
+    if tree.interrupted():
+        raise WorkTreeError(
+            f"an interrupted `hiraishin patches {tree.interrupted()}` left {workdir} without the whole stack; "
+            "a rebase from it would leave the missing patches out",
+            hint="run `hiraishin patches apply` first (it resets that work tree and applies the whole stack "
+                 "again; nothing of yours is in it), then the rebase",
+        )
     if tree.is_initialized():
         tree.refuse_if_dirty("start a rebase")
         if tree.unexported_commits():

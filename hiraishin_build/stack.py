@@ -164,8 +164,13 @@ def apply_stack(
                  "with `hiraishin rebase --abort`; or apply elsewhere with --workdir DIR",
         )
     tree = WorkTree(workdir)
-    tree.prepare(cache, pin.commit, pin.checkout, force=force)
     written = written_hashes(project.patches_dir)
+    # Until the last patch is in, the state says an apply is running and that the branch lacks every patch:
+    # an export after a kill then refuses instead of deleting the patches not yet applied, and the next
+    # apply resets the half-written tree instead of asking for the commits to be exported.
+    journal = WorkState(base=pin.commit, head=pin.commit, missing=tuple(p.name for p in patches),
+                        written=written, in_progress="apply")
+    tree.prepare(cache, pin.commit, pin.checkout, force=force, journal=journal)
     result = ApplyResult(workdir, pin.commit, pin.commit, warnings=warnings)
     for number, patch in enumerate(patches):
         outcome = git.am(workdir, patch.path, three_way=not strict)
@@ -296,6 +301,13 @@ def _refuse_partial_branch(workdir: Path, state: WorkState) -> None:
             hint="resolve the conflict, `git add` the files, then `hiraishin rebase --continue` (it writes "
                  "patches/ when the whole stack is on the new base), or `hiraishin rebase --abort`; patches/ "
                  "was not changed",
+        )
+    if state.in_progress:
+        raise WorkTreeError(
+            f"an interrupted `hiraishin patches {state.in_progress}` left {workdir} without the whole stack; "
+            "exporting it would delete the patches it lacks from patches/ and series",
+            hint="run `hiraishin patches apply`: it resets that work tree and applies the whole stack again "
+                 "(everything in it came from patches/, which was not changed)",
         )
     if state.missing:
         first, rest = state.missing[0], len(state.missing) - 1
