@@ -12,8 +12,10 @@ Besides the indexes, the draft wheel-variant metadata (PEP 817/825,
 to select by GPU.
 
 Every wheel (given, and already published) is read and checked before
-anything is written; the new site is then written beside the old one and
-swapped in whole, so a failure leaves the published site as it was.
+anything is written: its METADATA, every member's CRC, and its RECORD (a
+member changed after the build is refused, naming it: wheelcheck.py). The
+new site is then written beside the old one and swapped in whole, so a
+failure leaves the published site as it was.
 
 Where the wheels are hosted elsewhere (``--assets-url``: the assets of the
 release's GitHub Release, up to 2 GiB a file, every release kept, where a
@@ -55,6 +57,7 @@ from packaging.version import Version
 from .errors import IndexBuildError, PathError
 from .fsutil import atomic_write_bytes, staged_directory, writable_directory
 from .log import get_logger
+from .wheelcheck import WheelInvalid, verify_wheel
 
 PROJECT = "hiraishin-llama"
 # Every wheel the site lists, for the next release's run to start from (it does not have their files).
@@ -137,47 +140,29 @@ def parse_name(path: Path) -> tuple[NormalizedName, Version, BuildTag, frozenset
                                    "directory; nothing was written") from None
 
 
-def broken_member(archive: zipfile.ZipFile) -> tuple[str, str] | None:
-    """The first member that does not read back as the zip records it, with why; None when all do.
-
-    A wheel damaged inside (a bad disk, a download cut and patched) still opens and
-    has its METADATA; only reading every member finds it. ``ZipFile.testzip`` would
-    not name one whose compressed data stops decompressing (a zlib error, not a
-    BadZipFile): it raises instead.
-    """
-    for entry in archive.infolist():
-        try:
-            with archive.open(entry) as member:
-                while member.read(1 << 20):
-                    pass
-        except zipfile.BadZipFile:
-            return entry.filename, "its bytes do not match the CRC the zip records for them"
-        except (zlib.error, EOFError):
-            return entry.filename, "its compressed data is damaged and does not decompress"
-        except NotImplementedError as error:
-            return entry.filename, f"it cannot be read ({error})"
-    return None
-
-
 def read_wheel(path: Path, variant: str) -> IndexedWheel:
-    """Read and check a wheel: its name, its METADATA (pkginfo), that both name the same release, and that
-    every member reads back as it was written."""
+    """Read and check a wheel: its name, its METADATA (pkginfo), that both name the same release, that every
+    member reads back as it was written, and that its RECORD vouches for every member (hash and size) and lists
+    nothing else (wheelcheck.py: a member changed after the build is refused, naming it)."""
     name, version, _, _ = parse_name(path)
+    invalid: WheelInvalid | None = None
     try:
         metadata = pkginfo.Wheel(str(path))
         raw = metadata.read()
         with zipfile.ZipFile(path) as archive:
+            try:
+                verify_wheel(path, archive)
+            except WheelInvalid as error:
+                invalid = error
             info_names = [n for n in archive.namelist() if n.endswith("/build_info.json") and n.count("/") == 1]
-            build_info = json.loads(archive.read(info_names[0])) if info_names else {}
-            broken = broken_member(archive)
+            build_info = json.loads(archive.read(info_names[0])) if info_names and invalid is None else {}
     except (zipfile.BadZipFile, ValueError, OSError, KeyError, zlib.error, EOFError) as error:
         raise IndexBuildError(f"{path}: not a wheel ({error})",
                               hint="rebuild it, or remove it from the directory; nothing was written") from None
-    if broken is not None:
-        member, why = broken
-        raise IndexBuildError(f"{path}: its member {member} is corrupt: {why}",
-                              hint="rebuild the wheel or download it again, or remove it from the directory; "
-                                   "nothing was written")
+    if invalid is not None:
+        # Chained: `hiraishin smoke` says the same with the hint alone.
+        raise IndexBuildError(invalid.message,
+                              hint=f"{invalid.hint}, or remove it from the directory; nothing was written") from invalid
     if canonicalize_name(metadata.name or "") != name or Version(metadata.version or "0") != version:
         raise IndexBuildError(f"{path}: its METADATA says {metadata.name} {metadata.version}, its name says "
                               f"{name} {version}", hint="rebuild it; nothing was written")

@@ -14,9 +14,10 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from . import progress, proc, timeouts
-from .errors import IndexBuildError, SmokeFailed
+from .errors import ConfigError, IndexBuildError, SmokeFailed
 from .fsutil import writable_directory
 from .index import PROJECT, PYPI, WHEEL_NAME_FORM, IndexedWheel, build_index, parse_name, read_wheel, variant_of
+from .wheelcheck import WheelInvalid
 
 # hiraishin-llama-smoke's exit status for a usage error: bad arguments or model file, or a CUDA wheel with
 # no GPU to test; nothing was judged.
@@ -44,21 +45,25 @@ def user_requirement(wheel: Path) -> str:
 
 
 def checked_wheel(wheel: Path) -> IndexedWheel:
-    """The wheel's name, project and metadata, and that every member reads back whole, checked before any
-    work: a file that is not a hiraishin-llama wheel stops here, not after a venv and an install."""
+    """The wheel's name, project and metadata, that every member reads back whole and that its RECORD vouches for
+    every member, checked before any work: a file that is not a hiraishin-llama wheel as built stops here, not
+    after a venv and an install. What is refused is bad input (ConfigError, exit 2), not a failed smoke test:
+    nothing was tested."""
     if not wheel.is_file() or wheel.suffix != ".whl":
-        raise SmokeFailed(f"{wheel} is not a wheel file", hint="build one with `hiraishin wheel --recipe NAME`")
+        raise ConfigError(f"{wheel} is not a wheel file", hint="build one with `hiraishin wheel --recipe NAME`")
     try:
         name, _, _, _ = parse_name(wheel)
     except IndexBuildError as error:
-        raise SmokeFailed(error.message, hint=f"a wheel is named {WHEEL_NAME_FORM}") from None
+        raise ConfigError(error.message, hint=f"a wheel is named {WHEEL_NAME_FORM}") from None
     if name != canonicalize_name(PROJECT):
-        raise SmokeFailed(f"{wheel} is a wheel of {name}, not a {PROJECT} wheel", hint=_WHEEL_HINT)
+        raise ConfigError(f"{wheel} is a wheel of {name}, not a {PROJECT} wheel", hint=_WHEEL_HINT)
     try:
         return read_wheel(wheel, variant_of(wheel.name) or "")
     except IndexBuildError as error:
-        raise SmokeFailed(error.message, hint="build it again with `hiraishin wheel --recipe NAME`, or download "
-                                              "it again") from None
+        cause = error.__cause__
+        hint = cause.hint if isinstance(cause, WheelInvalid) else ("build it again with `hiraishin wheel --recipe "
+                                                                   "NAME`, or download it again")
+        raise ConfigError(error.message, hint=hint) from None
 
 
 def gguf_problem(path: Path) -> str | None:
@@ -127,12 +132,12 @@ def smoke_wheel(
     # test, which takes minutes.
     checked_wheel(wheel)
     if from_index and variant_of(wheel.name) is None:
-        raise SmokeFailed(f"{wheel.name} has no variant label (+cpu, +cu13.sm90), so it has no index of its own",
+        raise ConfigError(f"{wheel.name} has no variant label (+cpu, +cu13.sm90), so it has no index of its own",
                           hint="build it with `hiraishin wheel --recipe NAME`")
     if serve_model is not None:
         problem = gguf_problem(serve_model)
         if problem:
-            raise SmokeFailed(f"--serve-model {serve_model}: {problem}", hint="pass a .gguf model file")
+            raise ConfigError(f"--serve-model {serve_model}: {problem}", hint="pass a .gguf model file")
     timeouts.check_settings(timeouts.COMMAND, timeouts.NETWORK, timeouts.BUILD)
     writable_directory(out_dir, what="the smoke test's output directory", given_as="--out")
     venv = out_dir / "venv"

@@ -17,7 +17,7 @@ import pytest
 from hiraishin_build import index
 from hiraishin_build.index import IndexBuildError, build_index
 
-from ..helpers import PLAIN, fresh_venv, hiraishin, make_wheel, pip_install, site_packages
+from ..helpers import PLAIN, fresh_venv, hiraishin, make_wheel, pip_install, record_hash, site_packages
 
 
 def labelled(directory: Path, label: str, build_info: dict | None = None, version: str = "9079.2",
@@ -484,10 +484,17 @@ def test_a_wheel_whose_metadata_lacks_name_or_version_is_refused(tmp_path: Path)
     for line in (b"Name: hiraishin-llama\n", b"Version: 9079.2+cpu\n"):
         bare = tmp_path / line.split(b":")[0].decode() / wheel.name
         bare.parent.mkdir()
+        # Built that way (its RECORD right): a wheel changed after its build is refused for its RECORD first.
         with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(bare, "w") as dest:
+            rows = []
             for entry in source.infolist():
+                if entry.filename.endswith("/RECORD"):
+                    dest.writestr(entry, "\n".join([*rows, f"{entry.filename},,"]) + "\n")
+                    continue
                 data = source.read(entry)
-                dest.writestr(entry, data.replace(line, b"") if entry.filename.endswith("/METADATA") else data)
+                data = data.replace(line, b"") if entry.filename.endswith("/METADATA") else data
+                dest.writestr(entry, data)
+                rows.append(f"{entry.filename},{record_hash(data)},{len(data)}")
         with pytest.raises(IndexBuildError) as info:
             index.read_wheel(bare, "cpu")
         said = "None 9079.2+cpu" if line.startswith(b"Name") else "hiraishin-llama None"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hiraishin_build.errors import SmokeFailed
+from hiraishin_build.errors import ConfigError, HiraishinError, SmokeFailed
 from hiraishin_build.smoke import smoke_wheel, user_requirement
 
 from ..helpers import PLAIN, make_wheel
@@ -96,7 +96,7 @@ def test_a_failing_smoke_test_is_reported_as_failed(tmp_path: Path, offline: Pat
 
 def test_a_wheel_without_a_variant_label_has_no_index(tmp_path: Path, offline: Path) -> None:
     wheel = stand_in(tmp_path / "dist", "")
-    with pytest.raises(SmokeFailed, match="has no variant label"):
+    with pytest.raises(ConfigError, match="has no variant label"):
         smoke_wheel(wheel, tmp_path / "smoke", from_index=True, find_links=offline)
 
 
@@ -109,7 +109,7 @@ def test_a_file_that_is_not_a_wheel_is_refused_before_the_venv(content: str, tmp
     else:
         fake.write_bytes(b"hello\n")
     started = time.monotonic()
-    with pytest.raises(SmokeFailed, match="not a wheel"):
+    with pytest.raises(ConfigError, match="not a wheel"):  # bad input (exit 2), not a failed smoke test
         smoke_wheel(fake, tmp_path / "smoke", find_links=offline)
     assert time.monotonic() - started < 2
     assert not (tmp_path / "smoke").exists()  # no venv was made
@@ -152,9 +152,12 @@ def bundled_pip_wheel() -> Path:
     return found[0]
 
 
-def refused_before_the_venv(wheel: Path, tmp_path: Path, offline: Path, **options: object) -> SmokeFailed:
+def refused_before_the_venv(wheel: Path, tmp_path: Path, offline: Path, *,
+                            expected: type[HiraishinError] = ConfigError, **options: object) -> HiraishinError:
+    """The error ``smoke_wheel`` refuses with, before any work: by default a bad input (ConfigError, exit 2),
+    never a failed smoke test, since nothing was tested."""
     started = time.monotonic()
-    with pytest.raises(SmokeFailed) as info:
+    with pytest.raises(expected) as info:
         smoke_wheel(wheel, tmp_path / "smoke", find_links=offline, **options)  # type: ignore[arg-type]
     assert time.monotonic() - started < 5
     assert not (tmp_path / "smoke").exists()  # no venv was made, nothing installed
@@ -197,7 +200,8 @@ def test_a_model_to_serve_that_is_no_gguf_file_is_refused_before_the_venv(conten
     model = tmp_path / "model.gguf"
     if content is not None:
         model.write_bytes(content)
-    error = refused_before_the_venv(stand_in(tmp_path / "dist", "cpu"), tmp_path, offline, serve_model=model)
+    error = refused_before_the_venv(stand_in(tmp_path / "dist", "cpu"), tmp_path, offline, expected=ConfigError,
+                                    serve_model=model)
     assert error.message == f"--serve-model {model}: {problem}"
 
 
