@@ -217,6 +217,18 @@ def stack_project(tmp_path: Path, upstream: Upstream, cache: UpstreamCache) -> S
     return StackProject(project, cache, upstream)
 
 
+@pytest.fixture
+def wheel_project(stack_project: StackProject) -> StackProject:
+    """The synthetic stack project plus a copy of the real wheels/ project, committed."""
+    root = stack_project.project.root
+    shutil.copytree(Path(__file__).resolve().parents[1] / "wheels", root / "wheels", ignore=shutil.ignore_patterns("__pycache__", "build"))
+    (root / ".gitignore").write_text("/work/\n/dist/\n")
+    sh_git(root, "init", "-q")
+    sh_git(root, "add", "-A")
+    sh_git(root, "commit", "-q", "-m", "project")
+    return stack_project
+
+
 def drop_object(repo: Path, object_id: str) -> None:
     """Rewrite a bare repository's packs without one object (as a mirror with absent blobs)."""
     sh_git(repo, "repack", "-a", "-d", "-q")

@@ -176,3 +176,24 @@ def test_a_second_writing_command_is_refused_at_once_while_the_first_finishes(
     assert running.returncode == 0, err
     assert dir_snapshot(stack_project.project.patches_dir) == before
     assert commits_on_work_branch(stack_project) == subjects
+
+
+@pytest.mark.parametrize("signal_name", SIGNALS)
+def test_an_sdist_stopped_anywhere_leaves_no_partial_file_and_no_temporary_tree(
+        wheel_project: StackProject, tmp_path: Path, quiet_tmp: Path, signal_name: str) -> None:
+    root = wheel_project.project.root
+    env = {"TMPDIR": str(quiet_tmp)}
+    reference = tmp_path / "reference"
+    assert hiraishin("sdist", "--out", str(reference), cwd=root, env=env).returncode == 0
+    written, = reference.iterdir()
+    count = subprocess_count(["sdist", "--out", str(tmp_path / "counting")], root, env)
+    out = tmp_path / "out"
+    for n in stopping_points(count):
+        stopped = hiraishin("sdist", "--out", str(out), cwd=root, env={**env, INTERRUPT_ENV: f"{n}:{signal_name}"})
+        assert stopped.returncode != 0, f"not stopped at subprocess {n} of {count}"
+        # nothing, or a whole sdist: never a partial file under the sdist's name
+        assert [p.name for p in out.iterdir()] in ([], [written.name]) if out.exists() else True, n
+        if signal_name != "KILL":
+            assert leftovers(root, quiet_tmp) == [], (n, leftovers(root, quiet_tmp))
+    assert hiraishin("sdist", "--out", str(out), cwd=root, env=env).returncode == 0
+    assert (out / written.name).read_bytes() == written.read_bytes()

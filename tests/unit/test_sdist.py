@@ -15,18 +15,6 @@ from ..conftest import StackProject, sh_git
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def wheel_project(stack_project: StackProject) -> StackProject:
-    """The synthetic stack project plus a copy of the real wheels/ project, committed."""
-    root = stack_project.project.root
-    shutil.copytree(REPO / "wheels", root / "wheels", ignore=shutil.ignore_patterns("__pycache__", "build"))
-    (root / ".gitignore").write_text("/work/\n/dist/\n")
-    sh_git(root, "init", "-q")
-    sh_git(root, "add", "-A")
-    sh_git(root, "commit", "-q", "-m", "project")
-    return stack_project
-
-
 def test_sdist_is_reproducible(wheel_project: StackProject, tmp_path: Path) -> None:
     project, cache = wheel_project.project, wheel_project.cache
     first = build_sdist(project, cache, tmp_path / "one")
