@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,6 +42,37 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+# The signals that stop the tool (Ctrl-C, a service manager's stop, a closed terminal).
+STOPPING_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
+@contextlib.contextmanager
+def held_signals() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM back while a short step that must not be cut in half runs (removing a
+    scratch tree, swapping a directory in); one that came meanwhile is delivered, and stops the tool,
+    right after. Outside the main thread, where no handler runs, there is nothing to hold."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+@contextlib.contextmanager
+def scratch_directory(prefix: str) -> Iterator[Path]:
+    """A temporary directory, removed however the block ends; the removal is not cut short by Ctrl-C or
+    SIGTERM, so no half-deleted tree is left in TMPDIR."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield path
+    finally:
+        with held_signals():
+            shutil.rmtree(path, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def staged_directory(target: Path) -> Iterator[Path]:
     """Yield an empty sibling directory; on success it replaces ``target``.
@@ -57,16 +90,20 @@ def staged_directory(target: Path) -> Iterator[Path]:
     try:
         yield staging
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        with held_signals():
+            shutil.rmtree(staging, ignore_errors=True)
         raise
-    retired = None
-    if target.exists():
-        retired = Path(tempfile.mkdtemp(prefix=f".{target.name}.hiraishin-old-", dir=target.parent))
-        os.rmdir(retired)
-        os.rename(target, retired)
-    os.rename(staging, target)
-    if retired is not None:
-        shutil.rmtree(retired, ignore_errors=True)
+    # The swap and the removal of the old tree as one step: a stop in between would leave the
+    # .hiraishin-old- tree beside the target.
+    with held_signals():
+        retired = None
+        if target.exists():
+            retired = Path(tempfile.mkdtemp(prefix=f".{target.name}.hiraishin-old-", dir=target.parent))
+            os.rmdir(retired)
+            os.rename(target, retired)
+        os.rename(staging, target)
+        if retired is not None:
+            shutil.rmtree(retired, ignore_errors=True)
 
 
 def writable_directory(path: Path, *, what: str, given_as: str) -> Path:

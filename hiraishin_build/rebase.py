@@ -51,7 +51,7 @@ from typing import Any
 from . import git, lock, tags
 from .cache import UpstreamCache
 from .errors import HiraishinError, RebaseError, RebaseLocked, RebaseStopped, UpstreamError, WorkTreeError
-from .fsutil import atomic_write_bytes, atomic_write_text, staged_directory
+from .fsutil import atomic_write_bytes, atomic_write_text, scratch_directory, staged_directory
 from .git import ObjectStore
 from .log import get_logger
 from .pin import PIN_FILE, UpstreamPin, load_pin, write_pin
@@ -355,7 +355,7 @@ def _hunk_ranges(text: str) -> list[tuple[str, str]]:
 
 
 def _export_commit(workdir: Path, commit: str) -> str:
-    with tempfile.TemporaryDirectory(prefix="hiraishin-step-") as scratch:
+    with scratch_directory("hiraishin-step-") as scratch:
         return git.format_patch(workdir, commit, Path(scratch)).read_text(encoding="utf-8", errors="replace")
 
 
@@ -980,7 +980,7 @@ def dry_run(project: Project, cache: UpstreamCache, onto: str) -> RebaseReport:
     _, patches, warnings = load_stack(project)
     prefer = (target.source,) if target.source else ()
     cache.prefetch_blobs(target.commit, pin.checkout, prefer=prefer)
-    with tempfile.TemporaryDirectory(prefix="hiraishin-dry-run-") as scratch:
+    with scratch_directory("hiraishin-dry-run-") as scratch:
         tree = WorkTree(Path(scratch) / "llama.cpp")
         tree.prepare(cache, target.commit, pin.checkout, force=False)
         run = _Run(tree.path, cache, store, pin, target.commit, project.patches_dir, prefer)
@@ -1008,7 +1008,7 @@ def scan(project: Project, cache: UpstreamCache, refs: Sequence[str]) -> ScanRep
                      key=lambda t: _target_order(store, t))
     _, patches, _ = load_stack(project)
     rows: list[ScanRow] = []
-    with tempfile.TemporaryDirectory(prefix="hiraishin-scan-") as scratch:
+    with scratch_directory("hiraishin-scan-") as scratch:
         tree = WorkTree(Path(scratch) / "llama.cpp")
         for number, target in enumerate(targets):
             row_started = time.monotonic()

@@ -27,7 +27,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 from . import proc
+from .fsutil import scratch_directory
 from .errors import RepairError, SizeBudgetExceeded
 from .log import get_logger
 from .recipe import Recipe
@@ -275,7 +275,7 @@ def repair_wheel(wheel: Path, recipe: Recipe, out_dir: Path, *, plat: str | None
 
     A wheel that fails a check never reaches ``out_dir`` (where `hiraishin index` would publish it).
     """
-    with tempfile.TemporaryDirectory(prefix="hiraishin-repair-") as scratch:
+    with scratch_directory("hiraishin-repair-") as scratch:
         repaired = run_auditwheel(wheel, Path(scratch) / "auditwheel", plat)
         labelled = retag(repaired, recipe.variant, Path(scratch) / "labelled")
         problems = elf_problems(labelled)

@@ -12,7 +12,6 @@ import hashlib
 import io
 import json
 import tarfile
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 from . import git, tomlfile
 from .cache import UpstreamCache
 from .errors import ConfigError
+from .fsutil import scratch_directory
 from .log import get_logger
 from .pin import UpstreamPin
 from .project import Project
@@ -157,7 +157,7 @@ def build_sdist(project: Project, cache: UpstreamCache, out_dir: Path, *, omit: 
     releases_file = project.root / RELEASES_FILE
     require_newer(version, pin, load_releases(releases_file), upstream, releases_file=releases_file)
     wheel_files = _wheel_project_files(project)
-    with tempfile.TemporaryDirectory(prefix="hiraishin-sdist-") as scratch:
+    with scratch_directory("hiraishin-sdist-") as scratch:
         workdir = Path(scratch) / "llama.cpp"
         applied = apply_stack(project, cache, workdir, pin=pin, omit=omit)
         store = git.ObjectStore(workdir / ".git")

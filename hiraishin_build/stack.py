@@ -11,7 +11,6 @@ import difflib
 import hashlib
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -20,7 +19,7 @@ from . import git
 from .cache import UpstreamCache
 from .curation import find_rewrites
 from .errors import CheckFailed, ConfigError, HiraishinError, PatchError, WorkTreeError
-from .fsutil import staged_directory
+from .fsutil import scratch_directory, staged_directory
 from .log import get_logger
 from .pin import PIN_FILE, UpstreamPin
 from .project import Project
@@ -255,7 +254,7 @@ def render_patches(workdir: Path, out_dir: Path) -> list[str]:
     tree.refuse_if_dirty("export (uncommitted changes would be left out)")
     names: list[str] = []
     sizes: list[DiffSize | None] = []
-    with tempfile.TemporaryDirectory(prefix="hiraishin-export-") as scratch:
+    with scratch_directory("hiraishin-export-") as scratch:
         for line in git.rev_list(workdir, state.base, "HEAD"):
             commit, *parents = line.split()
             if len(parents) != 1:
@@ -352,7 +351,7 @@ def export_stack(project: Project, workdir: Path, *, overwrite_edits: bool = Fal
     if not rebasing:
         _refuse_partial_branch(workdir, state)
     old_names = list(read_series(patches_dir, allow_empty=True).names) if (patches_dir / SERIES_FILE).is_file() else []
-    with tempfile.TemporaryDirectory(prefix="hiraishin-render-") as rendered_dir:
+    with scratch_directory("hiraishin-render-") as rendered_dir:
         rendered = Path(rendered_dir)
         names = render_patches(workdir, rendered)
         if not rebasing and not overwrite_edits:
@@ -425,7 +424,7 @@ def check_stack(project: Project, cache: UpstreamCache) -> CheckResult:
         missing = patch.missing_sections()
         if missing:
             problems.append(f"{patch.name}: the message lacks {', '.join(missing)}")
-    with tempfile.TemporaryDirectory(prefix="hiraishin-check-") as scratch:
+    with scratch_directory("hiraishin-check-") as scratch:
         workdir = Path(scratch) / "llama.cpp"
         started = time.monotonic()
         try:
