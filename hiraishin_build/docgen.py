@@ -31,7 +31,7 @@ from pathlib import Path
 
 import click
 
-from . import errors, timeouts
+from . import coveragedoc, errors, timeouts
 from .errors import CheckFailed, ConfigError
 from .project import Project
 
@@ -265,7 +265,7 @@ def latest_bench_records(results_dir: Path) -> list[BenchRecord]:
     """The records of the newest upstream build that are the newest measurement of at least one (device, model
     preset, weight type, KV position): a revision that changes only the mixture-of-experts path is measured on
     those models, one that changes some weight types on those, and everything else keeps its own latest
-    measurement; a device or base measured only before the last rebase is left to archive.md. The dense model
+    measurement; a device or base measured only before the last rebase is left to log.md. The dense model
     first, then by date."""
     records = bench_records(results_dir)
     if not records:
@@ -634,7 +634,7 @@ def cost_page(project_root: Path) -> str:
         "Batch-invariant mode computes a verify batch of b tokens the way b one-token passes would be computed, "
         "so it gives up the kernels stock llama.cpp picks for larger batches. This page says what that costs, "
         f"from the newest measurement of each model ({versions}); "
-        "results of older revisions and bases are in [archive.md](archive.md).",
+        "results of older revisions and bases are in [log.md](log.md).",
         "",
         "Measure it on your own GPU with the installed wheel:",
         "",
@@ -661,7 +661,7 @@ def cost_page(project_root: Path) -> str:
               "each of 16 slots per Q4_K block a float sum of its own, so revisions 10 and 11, whose tensor-core "
               "kernels kept that order, still ran 7 float instructions per slot, row and column for every 16 "
               "weights, and passes of 9-16 tokens stayed 1.14-1.39x stock's. Hiding the memory waits did not help "
-              "([archive.md](archive.md#kernel-experiments-stack-revisions-11-to-13), "
+              "([log.md](log.md#2026-12-01-kernel-experiments-stack-revisions-11-to-13), "
               "`benchmarks/results/wip-rev11-cp-async-split-tiles-h200.json`): the float part was the bound.",
               "",
               "Revision 12 changes the order itself for Q4_K and Q6_K, one token included: each output adds whole "
@@ -681,7 +681,7 @@ def cost_page(project_root: Path) -> str:
               "is now faster exact than stock. What still costs: Q6_K at 3 tokens, where the tensor-core kernel "
               "is about as fast as stock (4096x4096: 12.6 against 11.7 us; the pass 1.003x); and Q5_K and Q8_0, "
               "which keep the one-column kernel's order (the Q8_0 model: up to 1.40x at 16 tokens). "
-              "Profiles of revisions 5 and 6: [archive.md](archive.md#what-exactness-cost-revisions-5-and-6).",
+              "Profiles of revisions 5 and 6: [log.md](log.md#2026-11-30-what-exactness-cost-revisions-5-and-6).",
               ""]
     lines += _long_context_section(records)
     lines += _cpu_prompt_cost_section(results_dir)
@@ -745,7 +745,8 @@ def weight_types_section(project_root: Path) -> str:
 
 
 def guarantee_page(project_root: Path) -> str:
-    """docs/guarantee.md with its weight-type table regenerated; the rest of the page is written by hand."""
+    """docs/guarantee.md with its weight-type, scope and measurement tables regenerated; the rest of the page is
+    written by hand."""
     path = project_root / DOCS_DIR / GUARANTEE_PAGE
     text = path.read_text(encoding="utf-8") if path.is_file() else ""
     begin, end = text.find(TYPES_BEGIN), text.find(TYPES_END)
@@ -754,7 +755,16 @@ def guarantee_page(project_root: Path) -> str:
                           f"`{TYPES_END}`)",
                           hint="put the two lines where the table belongs (in the Scope section) and run "
                                "`hiraishin docs`")
-    return text[:begin] + weight_types_section(project_root) + text[end + len(TYPES_END):]
+    text = text[:begin] + weight_types_section(project_root) + text[end + len(TYPES_END):]
+    text = coveragedoc.SCOPE.replace(path, text, coveragedoc.scope_section(project_root))
+    return coveragedoc.MEASUREMENTS.replace(path, text, coveragedoc.measurements_section(project_root))
+
+
+def readme_page(project_root: Path) -> str:
+    """README.md with its coverage table regenerated; the rest of the page is written by hand."""
+    path = project_root / "README.md"
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    return coveragedoc.README_COVERAGE.replace(path, text, coveragedoc.readme_section(project_root))
 
 
 # -- writing and checking ---------------------------------------------------
@@ -765,6 +775,7 @@ def pages(project: Project, root_command: click.Command) -> dict[Path, str]:
         docs / "commands.md": commands_page(root_command),
         docs / "cost.md": cost_page(project.root),
         docs / GUARANTEE_PAGE: guarantee_page(project.root),
+        project.root / "README.md": readme_page(project.root),
     }
 
 

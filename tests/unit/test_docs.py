@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_the_pages_checked_in_are_current() -> None:
     """What CI runs (ci/lint.sh: `hiraishin docs --check`): edit a source, regenerate, commit both."""
     checked = docgen.check(Project(REPO), cli)
-    assert [p.name for p in checked] == ["commands.md", "cost.md", "guarantee.md"]
+    assert [p.name for p in checked] == ["README.md", "commands.md", "cost.md", "guarantee.md"]
 
 
 @pytest.fixture
@@ -34,6 +34,7 @@ def project(tmp_path: Path) -> Path:
     (root / "recipes").mkdir(parents=True)
     shutil.copy2(REPO / "recipes" / "upstream.toml", root / "recipes" / "upstream.toml")
     shutil.copytree(REPO / "docs", root / "docs")
+    shutil.copy2(REPO / "README.md", root / "README.md")
     shutil.copytree(REPO / "benchmarks" / "results", root / "benchmarks" / "results",
                     ignore=shutil.ignore_patterns("ncu", "rebase"))
     _copy_speedup_model(root)
@@ -67,7 +68,7 @@ def test_a_hand_edited_page_fails_the_check_until_regenerated(project: Path, pag
     assert f"written    docs/{page}" in written.stdout
     assert path.read_text() == original
     passed = hiraishin("--project", str(project), "docs", "--check", cwd=project)
-    assert passed.returncode == 0 and "ok: 3 generated page(s) up to date" in passed.stdout
+    assert passed.returncode == 0 and "ok: 4 generated page(s) up to date" in passed.stdout
 
 
 def test_a_missing_page_fails_the_check(project: Path) -> None:
@@ -234,8 +235,10 @@ def test_the_readme_is_short_and_keeps_the_two_commands_ci_runs() -> None:
     tests = "python3 -m pip install -e '.[test]' && python3 -m pytest"
     assert main_job in readme.splitlines() and tests in readme.splitlines()
     assert tests in (REPO / ".ci" / "run").read_text().splitlines()
-    for page in ("guarantee", "cost", "wheels", "maintainers", "ci", "commands", "archive"):
+    for page in ("guarantee", "cost", "wheels", "maintainers", "ci", "commands", "log"):
         assert f"(docs/{page}.md)" in readme
+    # a user's page: what holds now, not the history of how it came to hold
+    assert not re.search(r"\brevisions?\b", readme, re.IGNORECASE)
 
 
 # --- the guarantee's weight-type table -------------------------------------------------------------------------
@@ -351,7 +354,7 @@ def test_a_newer_revision_benched_on_another_gpu_does_not_replace_the_older_one(
     (results / "bench-31-h100.json").write_text(json.dumps({
         "name": "bench-31-h100", "recorded": "2026-12-05T00:00:00+00:00", "device": "an H100", "command": "bench",
         "raw": {"bench.json": bench_report(version="10400.31+cu13.sm90", q4_b16_ms=7.4, gpu="NVIDIA H100 80GB HBM3")}}))
-    # a device measured only on an older base is left to archive.md
+    # a device measured only on an older base is left to log.md
     (results / "bench-6-old-base.json").write_text(json.dumps({
         "name": "bench-6-old-base", "recorded": "2026-11-30T00:00:00+00:00", "device": "a CPU", "command": "bench",
         "raw": {"bench.json": bench_report(version="9079.6+cpu", q4_b16_ms=60.0, gpu="")}}))
@@ -418,3 +421,35 @@ def test_a_batched_kernels_record_without_an_earlier_one_leaves_the_earlier_cost
         json.dumps(_llama_bench_record("cpu-prompt-cost-rev30", 30, 360.0, 370.0)))
     text = "\n".join(docgen._cpu_prompt_cost_section(tmp_path))
     assert "Revisions" not in text and "From revision 30 the batched kernels stay" in text
+
+
+# --- the scope tables of the README and the guarantee -----------------------------------------------------------
+
+
+def test_the_readme_s_coverage_table_comes_from_the_coverage_data(project: Path) -> None:
+    data = _coverage(project)
+    data["architectures"]["qwen2"] = {"covered": True, "evidence": ["benchmarks/results/smoke-cpu-rev30.json"]}
+    (project / docgen.COVERAGE_DATA).write_text(json.dumps(data))
+    page = docgen.readme_page(project)
+    assert "| `qwen2` | not measured | yes |" in page  # a CPU run only: no CUDA claim
+    assert "| `qwen3` | yes | yes |" in page
+    assert "| several server slots with drafts | no | yes |" in page
+
+
+def test_the_guarantee_s_scope_links_each_claim_to_its_run_and_numbers_each_reason(project: Path) -> None:
+    page = docgen.guarantee_page(project)
+    row, = [line for line in page.splitlines() if line.startswith("| several server slots with drafts |")]
+    cuda, cpu = [cell.strip() for cell in row.strip("|").split("|")][1:]
+    assert cuda.startswith("no (") and cpu == "yes: [1](../benchmarks/results/server-slots-cpu-rev27.json)"
+    number = int(cuda[len("no ("):-1])
+    assert f"{number}. one slot: the server forces one slot" in page
+    # every results file a scope entry names is listed among the measurements, with its device
+    assert "| [smoke-h200-rev14-b10018-1.2.0.json](../benchmarks/results/smoke-h200-rev14-b10018-1.2.0.json) | " \
+           "NVIDIA H200" in page
+
+
+def test_a_readme_without_the_coverage_markers_is_refused(project: Path) -> None:
+    readme = project / "README.md"
+    readme.write_text(readme.read_text().replace("<!-- END coverage -->", ""))
+    with pytest.raises(ConfigError, match="lacks the coverage markers"):
+        docgen.readme_page(project)

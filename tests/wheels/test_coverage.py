@@ -53,9 +53,11 @@ def _nbytes(shape: tuple[int, ...], type_id: int) -> int:
 
 def write_gguf(path: Path, architecture: str, tensors: Iterable[Tensor], *, n_layer: int = 2,
                keys: dict[str, object] | None = None, n_expert: int = 0, n_expert_used: int = 0,
-               vocab: int = 0) -> Path:
+               vocab: int = 0, alignment: int = 0) -> Path:
     """A GGUF with these tensors and a sparse data section of their full size."""
     writer = gguf.GGUFWriter(path, architecture)
+    if alignment:
+        writer.add_custom_alignment(alignment)
     writer.add_block_count(n_layer)
     writer.add_embedding_length(N_EMBD)
     if n_expert:
@@ -559,6 +561,185 @@ def test_a_missing_model_argument_is_one_line(capsys: pytest.CaptureFixture[str]
     assert exited.value.code == 2 and err.count("\n") == 1 and "MODEL.gguf" in err
 
 
+# --- files llama.cpp's loader refuses (gguf_init_from_file_impl, llama_model_loader) --------------------------
+# Each is a well-formed GGUF but for one thing; the tool judged them (exit 0) before it checked their structure.
+
+LOADER_REFUSES = "which llama.cpp's loader refuses"
+
+
+def _patch(path: Path, old: bytes, new: bytes) -> Path:
+    """Overwrite the one place ``old`` is in the file's header with ``new``, as long, in place."""
+    assert len(old) == len(new)
+    with path.open("r+b") as handle:
+        head = handle.read(1 << 20)
+        assert head.count(old) == 1, old
+        handle.seek(head.index(old))
+        handle.write(new)
+    return path
+
+
+def _tensor_entry(path: Path, name: str) -> tuple[int, int, int]:
+    """The tensor's index in the table, where its entry starts and where its offset is written in it."""
+    reader = gguf.GGUFReader(path)
+    index = [t.name for t in reader.tensors].index(name)
+    tensor = reader.tensors[index]
+    start = int(tensor.field.offset)
+    return index, start, start + 8 + len(name.encode()) + 4 + 8 * len(tensor.shape) + 4
+
+
+def _set_offset(path: Path, name: str, delta: int) -> tuple[int, int, int]:
+    """Move the tensor's data offset by ``delta`` bytes; its index, entry position and the new offset."""
+    index, entry, where = _tensor_entry(path, name)
+    with path.open("r+b") as handle:
+        handle.seek(where)
+        offset = int.from_bytes(handle.read(8), "little") + delta
+        handle.seek(where)
+        handle.write(offset.to_bytes(8, "little"))
+    return index, entry, offset
+
+
+def _refused(path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """What the tool says of a file it must refuse: one line, exit status 2, nothing judged."""
+    code, out, err = run([path], capsys)
+    assert (code, out) == (2, ""), (code, out, err)
+    assert err.count("\n") == 1, err
+    prefix = f"hiraishin-llama-coverage: error: {path}: "
+    assert err.startswith(prefix), err
+    return err[len(prefix):].rstrip("\n")
+
+
+def test_a_duplicated_metadata_key_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # (a) the first general.architecture an uncovered one, the second a covered one: the second was judged
+    model = write_gguf(tmp_path / "dup-key.gguf", "mamba", dense_tensors(), keys={"general.architectur2": "qwen3"})
+    fields = gguf.GGUFReader(model).fields
+    first, second = fields["general.architecture"].offset, fields["general.architectur2"].offset
+    _patch(model, b"general.architectur2", b"general.architecture")
+    message = _refused(model, capsys)
+    assert message.startswith(f"is not a valid GGUF file: duplicate key 'general.architecture' in its metadata (key 4 "
+                              f"of 4, at byte {second}; first as key 1, at byte {first}), {LOADER_REFUSES}"), message
+    assert message.endswith("convert or download the model again"), message
+
+
+def test_a_duplicated_tensor_name_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # (b) blk.1.attn_q.weight renamed to blk.0.attn_q.weight
+    model = write_gguf(tmp_path / "dup-tensor.gguf", "qwen3", dense_tensors())
+    second, entry, _ = _tensor_entry(model, "blk.1.attn_q.weight")
+    first, first_entry, _ = _tensor_entry(model, "blk.0.attn_q.weight")
+    _patch(model, b"blk.1.attn_q.weight", b"blk.0.attn_q.weight")
+    message = _refused(model, capsys)
+    assert message.startswith(f"is not a valid GGUF file: duplicate tensor name 'blk.0.attn_q.weight' in its tensor "
+                              f"table (tensor {second + 1} of {len(dense_tensors())}, at byte {entry}; first as tensor "
+                              f"{first + 1}, at byte {first_entry}), {LOADER_REFUSES}"), message
+
+
+def test_a_tensor_offset_off_the_alignment_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # (c) 16 bytes past where the writer put it: within the file, not a multiple of 32
+    model = write_gguf(tmp_path / "misaligned.gguf", "qwen3", dense_tensors())
+    index, entry, offset = _set_offset(model, "blk.0.attn_k.weight", 16)
+    message = _refused(model, capsys)
+    assert message.startswith(f"is not a valid GGUF file: tensor 'blk.0.attn_k.weight' (tensor {index + 1} of "
+                              f"{len(dense_tensors())}, its entry at byte {entry}) has the data offset {offset} (from "
+                              f"the data section's start, byte {gguf.GGUFReader(model).data_offset}), not a multiple "
+                              f"of the alignment 32 (the default: the file has no general.alignment), "
+                              f"{LOADER_REFUSES}"), message
+
+
+def test_an_offset_of_the_default_alignment_is_off_a_larger_alignment(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    model = write_gguf(tmp_path / "misaligned-64.gguf", "qwen3", dense_tensors(), alignment=64)
+    _set_offset(model, "blk.0.attn_k.weight", 32)
+    message = _refused(model, capsys)
+    assert "not a multiple of the alignment 64 (its general.alignment)" in message, message
+
+
+def test_a_tensor_that_does_not_start_where_the_one_before_it_ends_is_bad_input(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # aligned, but gguf_init_from_file_impl wants each tensor's data right after the one before it, padded
+    model = write_gguf(tmp_path / "gap.gguf", "qwen3", dense_tensors())
+    index, entry, offset = _set_offset(model, "blk.0.attn_k.weight", 32)
+    message = _refused(model, capsys)
+    assert message.startswith(f"is not a valid GGUF file: tensor 'blk.0.attn_k.weight' (tensor {index + 1} of "
+                              f"{len(dense_tensors())}, its entry at byte {entry}) has the data offset {offset} (from "
+                              f"the data section's start, byte {gguf.GGUFReader(model).data_offset}), expected "
+                              f"{offset - 32} (where 'blk.0.attn_q.weight' before it ends, padded to the "
+                              f"alignment 32), {LOADER_REFUSES}"), message
+
+
+def test_a_row_length_that_is_no_whole_number_of_blocks_is_bad_input(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # gguf_init_from_file_impl: "... elements per row, not a multiple of block size"
+    model = write_gguf(tmp_path / "rows.gguf", "qwen3", dense_tensors())
+    index, entry, _ = _tensor_entry(model, "blk.0.ffn_down.weight")
+    with model.open("r+b") as handle:  # its row length, the first dimension after its name and n_dims
+        handle.seek(entry + 8 + len("blk.0.ffn_down.weight") + 4)
+        assert int.from_bytes(handle.read(8), "little") == N_FF
+        handle.seek(-8, 1)
+        handle.write((N_FF - 12).to_bytes(8, "little"))
+    message = _refused(model, capsys)
+    assert message.startswith(f"is not a valid GGUF file: tensor 'blk.0.ffn_down.weight' (tensor {index + 1} of "
+                              f"{len(dense_tensors())}, at byte {entry}) of type Q6_K has rows of {N_FF - 12} "
+                              f"elements, not a whole number of its blocks of 256, {LOADER_REFUSES}"), message
+
+
+def test_a_file_without_tensors_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # (d) metadata only: llama.cpp loads no model from it
+    model = write_gguf(tmp_path / "no-tensors.gguf", "qwen3", [])
+    message = _refused(model, capsys)
+    assert message.startswith("has no tensors (its tensor table is empty), so llama.cpp loads no model from it; "
+                              "pass the model file itself"), message
+
+
+def test_a_well_formed_file_has_no_structural_problems(tmp_path: Path, dense_model: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    data = coverage.load_coverage()
+    wide = write_gguf(tmp_path / "aligned-64.gguf", "qwen3", dense_tensors(), alignment=64)
+    odd = write_gguf(tmp_path / "odd-sizes.gguf", "qwen3",
+                     [*dense_tensors(), ("blk.0.attn_sinks.weight", (3,), Q.F32), ("rope_freqs.weight", (5,), Q.F32)])
+    for model in (dense_model, wide, odd):
+        assert coverage.structural_problems(coverage.read_header(model), data) == []
+        code, out, err = run([model], capsys)
+        assert (code, err) == (0, ""), out
+        assert line(out, "cuda:") == "cuda: covered (dense Q4_K, Q6_K)"
+
+
+def test_the_structural_problems_are_listed_in_the_loader_s_order(tmp_path: Path) -> None:
+    model = write_gguf(tmp_path / "two.gguf", "qwen3", dense_tensors(), keys={"general.architectur2": "qwen3"})
+    _set_offset(model, "blk.0.attn_k.weight", 16)  # first: gguf.GGUFReader refuses a duplicated key (KeyError)
+    _patch(model, b"general.architectur2", b"general.architecture")
+    problems = coverage.structural_problems(coverage.read_header(model), coverage.load_coverage())
+    assert [problem.split(" (")[0] for problem in problems] == [
+        "is not a valid GGUF file: duplicate key 'general.architecture' in its metadata",
+        "is not a valid GGUF file: tensor 'blk.0.attn_k.weight'"]
+
+
+def test_a_split_model_whose_first_part_has_no_tensors_is_read(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    # llama-gguf-split --no-tensor-first-split: the first part holds the metadata only
+    for number, part in enumerate(([], dense_tensors())):
+        write_gguf(tmp_path / f"m-{number + 1:05d}-of-00002.gguf", "qwen3", part,
+                   keys={"split.no": number, "split.count": 2})
+    code, out, err = run([tmp_path / "m-00001-of-00002.gguf"], capsys)
+    assert (code, err) == (0, ""), out
+    for number in range(2):
+        write_gguf(tmp_path / f"e-{number + 1:05d}-of-00002.gguf", "qwen3", [],
+                   keys={"split.no": number, "split.count": 2})
+    path = tmp_path / "e-00001-of-00002.gguf"
+    assert _refused(path, capsys).startswith("has no tensors in any of its 2 parts"), path
+
+
+def test_a_tensor_in_two_parts_of_a_split_model_is_bad_input(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    tensors = dense_tensors()
+    half = len(tensors) // 2
+    for number, part in enumerate((tensors[:half + 1], tensors[half:])):
+        write_gguf(tmp_path / f"m-{number + 1:05d}-of-00002.gguf", "qwen3", part,
+                   keys={"split.no": number, "split.count": 2})
+    message = _refused(tmp_path / "m-00002-of-00002.gguf", capsys)
+    assert message.startswith(f"is not a valid split model: tensor {tensors[half][0]!r} is in part 1 "
+                              "(m-00001-of-00002.gguf) and again in part 2 (m-00002-of-00002.gguf), "
+                              f"{LOADER_REFUSES}"), message
+
+
 # --- split models ---------------------------------------------------------------------------------------------
 
 
@@ -760,3 +941,13 @@ def test_no_line_with_the_mode_off_or_for_the_bench(moe_model: Path, launched: l
     assert len(start("llama-bench", ["-m", moe_model], monkeypatch, capsys)) == 1
     monkeypatch.setenv("GGML_BATCH_INVARIANT", "0")
     assert len(start("llama-server", ["-m", moe_model], monkeypatch, capsys)) == 1
+
+
+def test_the_start_line_names_the_structural_problem(tmp_path: Path, launched: list, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    model = write_gguf(tmp_path / "dup-key.gguf", "mamba", dense_tensors(), keys={"general.architectur2": "qwen3"})
+    _patch(model, b"general.architectur2", b"general.architecture")
+    lines = start("llama-server", ["-m", model], monkeypatch, capsys)
+    assert lines[1].startswith(f"hiraishin-llama: coverage of {model} not checked: is not a valid GGUF file: "
+                               "duplicate key 'general.architecture'"), lines
+    assert len(launched) == 1  # llama-server reports the bad model itself

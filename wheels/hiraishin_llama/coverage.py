@@ -9,7 +9,9 @@ type, server slots, experts on the CPU) is said as what is also needed at run ti
 
 Exit status: 0 covered on every backend checked; 1 not covered on one of them (greedy speculative
 decoding there may differ from plain greedy decoding); 2 bad input, one line saying what (not a
-GGUF file, cut short, a directory, a missing file, bad arguments).
+GGUF file, cut short, a directory, a missing file, bad arguments, or a file llama.cpp's loader refuses: a
+duplicated metadata key or tensor name, a tensor whose data offset is off the alignment or not where the
+tensor before it ends, no tensors at all).
 """
 
 from __future__ import annotations
@@ -79,16 +81,21 @@ class TensorInfo:
     """ggml order: the row length first."""
     offset: int
     """Within the file's data section."""
+    entry: int = field(default=0, compare=False)
+    """Where the tensor's entry in the tensor table starts, in the file (for messages)."""
 
 
 @dataclass(frozen=True)
 class Header:
     path: Path
     metadata: dict[str, object]
-    """Scalars and strings as values, arrays as ArrayValue."""
+    """Scalars and strings as values, arrays as ArrayValue; of a key written twice, the last value."""
     tensors: tuple[TensorInfo, ...]
     data_offset: int
     file_size: int
+    keys: tuple[tuple[str, int], ...] = ()
+    """Every metadata key in file order, duplicates included, with where its entry starts in the file."""
+    alignment: int = _DEFAULT_ALIGNMENT
 
 
 class _Cursor:
@@ -206,27 +213,31 @@ def _parse(path: Path, buffer: mmap.mmap, size: int) -> Header:
         # No count is trusted beyond the bytes there: each key or tensor read raises _CutShort at the end.
         n_tensors, n_keys = int(cursor.value("Q")), int(cursor.value("Q"))
         metadata: dict[str, object] = {}
+        keys = []
         for index in range(n_keys):
             where = f"its metadata (key {index + 1} of {n_keys})"
+            entry = cursor.offset
             key = cursor.string()
+            keys.append((key, entry))
             metadata[key] = cursor.metadata_value(int(cursor.value("I")), key)
         tensors = []
         for index in range(n_tensors):
             where = f"its tensor table (tensor {index + 1} of {n_tensors})"
+            entry = cursor.offset
             name = cursor.string()
             n_dims = int(cursor.value("I"))
             if n_dims > _MAX_DIMS:
                 raise InputError(f"is not a valid GGUF file: tensor {name!r} has {n_dims} dimensions (at most "
                                  f"{_MAX_DIMS})")
             shape = tuple(int(cursor.value("Q")) for _ in range(n_dims))
-            tensors.append(TensorInfo(name, int(cursor.value("I")), shape, int(cursor.value("Q"))))
+            tensors.append(TensorInfo(name, int(cursor.value("I")), shape, int(cursor.value("Q")), entry))
     except _CutShort:
         raise InputError(_cut_short(where)) from None
     alignment = metadata.get("general.alignment", _DEFAULT_ALIGNMENT)
     if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment <= 0 or alignment & (alignment - 1):
         raise InputError(f"is not a valid GGUF file: general.alignment is {alignment!r}, not a power of two")
     data_offset = cursor.offset + -cursor.offset % alignment
-    return Header(path, metadata, tuple(tensors), data_offset, size)
+    return Header(path, metadata, tuple(tensors), data_offset, size, tuple(keys), alignment)
 
 
 def _cut_short(where: str) -> str:
@@ -345,6 +356,8 @@ class Coverage:
     """Type ids of this fork: they win over the gguf package's names (the fork renumbered 42-47)."""
     run_time: tuple[str, ...]
     pending_evidence: tuple[str, ...]
+    features: Mapping[str, Mapping[str, Entry]] = field(default_factory=dict)
+    """What a run may use beside the model (KV types, slots, splits), by feature, then backend where it applies."""
 
     def evidence(self) -> set[str]:
         """Every evidence file the data names."""
@@ -353,6 +366,8 @@ class Coverage:
             files |= {path for table in backend.tables.values() for entry in table.types.values()
                       for path in entry.evidence}
             files |= {path for note in backend.notes for path in note.evidence}
+        files |= {path for by_backend in self.features.values() for entry in by_backend.values()
+                  for path in entry.evidence}
         return files
 
 
@@ -361,7 +376,8 @@ PRODUCT_KINDS = ("dense", "experts")
 
 def parse_coverage(data: object) -> Coverage:
     data = _check_keys(data, "coverage data", ("architectures", "unlisted_architecture_reason", "recurrent",
-                                               "backends", "run_time"), ("about", "pending_evidence", "fork_types"))
+                                               "backends", "run_time"), ("about", "pending_evidence", "fork_types",
+                                                                            "features"))
     architectures = _object(data["architectures"], "architectures")
     recurrent = _check_keys(data["recurrent"], "recurrent", ("tensor_markers", "key_markers", "reason"))
     backends = {}
@@ -397,7 +413,10 @@ def parse_coverage(data: object) -> Coverage:
         recurrent_reason=str(recurrent["reason"]),
         backends=backends, fork_types=fork_types,
         run_time=_strings(data["run_time"], "run_time"),
-        pending_evidence=_strings(data.get("pending_evidence", []), "pending_evidence"))
+        pending_evidence=_strings(data.get("pending_evidence", []), "pending_evidence"),
+        features={name: {backend: Entry.parse(entry, f"features.{name}.{backend}")
+                         for backend, entry in _check_keys(by_backend, f"features.{name}", (), BACKENDS).items()}
+                  for name, by_backend in _object(data.get("features", {}), "features").items()})
 
 
 def load_coverage(path: Path | None = None) -> Coverage:
@@ -450,37 +469,132 @@ class Model:
         return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _check_data_extent(header: Header, data: Coverage) -> None:
-    """A file whose data stops before its tensors end was cut short after its header."""
+# What llama.cpp's loader refuses in a file that reads: gguf_init_from_file_impl (ggml/src/gguf.cpp) stops at a
+# duplicated key or tensor name, a row length that is no multiple of its type's block, and a tensor whose data
+# offset is not where the tensor before it ends, padded to the alignment; llama_model_loader at tensor data past
+# the end of the file (llama-model-loader.h), a tensor in two parts of a split model, and a model without tensors.
+_INVALID = "is not a valid GGUF file: "
+_REFUSED = "which llama.cpp's loader refuses"
+_WRITE_AGAIN = "the file was written wrongly: convert or download the model again"
+
+
+def _nbytes(tensor: TensorInfo, data: Coverage) -> int | None:
+    """The tensor's size in bytes as ggml_nbytes has it, or None where its type's block is unknown or its rows are
+    no whole number of blocks."""
+    block = _block(tensor.type_id, data)
+    row = tensor.shape[0] if tensor.shape else 1
+    if block is None or row % block[0]:
+        return None
+    elements = 1
+    for dim in tensor.shape:
+        elements *= dim
+    return elements // block[0] * block[1]
+
+
+def structural_problems(header: Header, data: Coverage) -> list[str]:
+    """What llama.cpp's loader refuses in this file, in the order it checks, one message each (for one line after
+    the file's path: what is wrong, where in the file, what to do); empty for a file it reads. Whether a model has
+    tensors at all, and each tensor once across the parts of a split model, are read_model's to say: the first
+    part of a split model may hold none (llama-gguf-split --no-tensor-first-split)."""
+    problems = []
+    first_of: dict[str, int] = {}
+    for index, (key, entry) in enumerate(header.keys):
+        first = first_of.setdefault(key, index)
+        if first != index:
+            problems.append(f"{_INVALID}duplicate key {key!r} in its metadata (key {index + 1} of {len(header.keys)}, "
+                            f"at byte {entry}; first as key {first + 1}, at byte {header.keys[first][1]}), "
+                            f"{_REFUSED}; {_WRITE_AGAIN}")
+    n_tensors = len(header.tensors)
+    first_of = {}
+    for index, tensor in enumerate(header.tensors):
+        where = f"tensor {index + 1} of {n_tensors}, at byte {tensor.entry}"
+        first = first_of.setdefault(tensor.name, index)
+        if first != index:
+            problems.append(f"{_INVALID}duplicate tensor name {tensor.name!r} in its tensor table ({where}; first as "
+                            f"tensor {first + 1}, at byte {header.tensors[first].entry}), {_REFUSED}; {_WRITE_AGAIN}")
+        block = _block(tensor.type_id, data)
+        row = tensor.shape[0] if tensor.shape else 1
+        if block is not None and row % block[0]:
+            problems.append(f"{_INVALID}tensor {tensor.name!r} ({where}) of type {type_name(tensor.type_id, data)} "
+                            f"has rows of {row} elements, not a whole number of its blocks of {block[0]}, "
+                            f"{_REFUSED}; {_WRITE_AGAIN}")
+    # The data offsets: each a multiple of the alignment, and where the tensor before it ends, padded. The loader
+    # stops at the first that is not, and so does this; past a tensor whose size is unknown, only the alignment.
+    alignment = header.alignment
+    given = ("its general.alignment" if "general.alignment" in header.metadata
+             else "the default: the file has no general.alignment")
+    expected: int | None = 0
+    before = ""
+    for index, tensor in enumerate(header.tensors):
+        what = (f"{_INVALID}tensor {tensor.name!r} (tensor {index + 1} of {n_tensors}, its entry at byte "
+                f"{tensor.entry}) has the data offset {tensor.offset} (from the data section's start, byte "
+                f"{header.data_offset})")
+        if tensor.offset % alignment:
+            problems.append(f"{what}, not a multiple of the alignment {alignment} ({given}), {_REFUSED}; "
+                            f"{_WRITE_AGAIN}")
+            break
+        if expected is not None and tensor.offset != expected:
+            since = (f"where {before!r} before it ends, padded to the alignment {alignment}" if before
+                     else "the start of the data section")
+            problems.append(f"{what}, expected {expected} ({since}), {_REFUSED}; {_WRITE_AGAIN}")
+            break
+        size = _nbytes(tensor, data)
+        expected = None if size is None or expected is None else expected + size + -size % alignment
+        before = tensor.name
+    # A file whose data stops before its tensors end was cut short after its header.
     end, last = 0, ""
     for tensor in header.tensors:
-        block = _block(tensor.type_id, data)
-        elements = 1
-        for dim in tensor.shape:
-            elements *= dim
-        if block is None or not tensor.shape or tensor.shape[0] % block[0]:
-            continue
-        tensor_end = header.data_offset + tensor.offset + elements // block[0] * block[1]
-        if tensor_end > end:
-            end, last = tensor_end, tensor.name
+        size = _nbytes(tensor, data)
+        if size is not None and header.data_offset + tensor.offset + size > end:
+            end, last = header.data_offset + tensor.offset + size, tensor.name
     if end > header.file_size:
-        raise InputError(f"is cut short: its tensor data ends at byte {end} ({last}), the file has "
-                         f"{header.file_size}; it is incomplete (an interrupted download or copy?)")
+        problems.append(f"is cut short: its tensor data ends at byte {end} ({last}), the file has "
+                        f"{header.file_size}; it is incomplete (an interrupted download or copy?)")
+    return problems
+
+
+def _check_structure(header: Header, data: Coverage) -> None:
+    """Raises InputError with the first of the file's structural problems: llama.cpp's loader stops at it."""
+    problems = structural_problems(header, data)
+    if problems:
+        more = len(problems) - 1
+        raise InputError(problems[0] + (f" (and {more} more problem{'s' if more > 1 else ''} after it)" if more
+                                        else ""))
+
+
+def _model_problem(headers: list[Header]) -> str | None:
+    """What llama_model_loader refuses in a model of several parts: a tensor in two of them."""
+    part_of: dict[str, int] = {}
+    for number, part in enumerate(headers):
+        for tensor in part.tensors:
+            first = part_of.setdefault(tensor.name, number)
+            if first != number:
+                return (f"is not a valid split model: tensor {tensor.name!r} is in part {first + 1} "
+                        f"({headers[first].path.name}) and again in part {number + 1} ({part.path.name}), "
+                        f"{_REFUSED}; split the model again with llama-gguf-split")
+    return None
 
 
 def read_model(path: Path, data: Coverage) -> Model:
     """The model's metadata and tensor table; raises InputError (for the path given) when it cannot be read."""
     header = read_header(path)
-    _check_data_extent(header, data)
+    _check_structure(header, data)
     count = header.metadata.get("split.count", 0)
     headers = [header]
     if isinstance(count, int) and count > 1:
         headers = _split_parts(path, header, count, data)
+    problem = _model_problem(headers)
+    if problem:
+        raise InputError(problem)
     first = headers[0]
     architecture = first.metadata.get("general.architecture")
     if not isinstance(architecture, str) or not architecture:
         raise InputError("has no general.architecture key, so it is no llama.cpp model")
     tensors = tuple(tensor for part in headers for tensor in part.tensors)
+    if not tensors:
+        where = f"in any of its {len(headers)} parts" if len(headers) > 1 else "(its tensor table is empty)"
+        raise InputError(f"has no tensors {where}, so llama.cpp loads no model from it; pass the model file itself, "
+                         "not one that holds only metadata or a vocabulary")
     return Model(path, architecture, first.metadata, tensors, tuple(part.path for part in headers))
 
 
@@ -502,7 +616,7 @@ def _split_parts(path: Path, header: Header, count: int, data: Coverage) -> list
             raise InputError(f"{which} is not next to it; keep every part in one directory")
         try:
             part_header = read_header(part)
-            _check_data_extent(part_header, data)
+            _check_structure(part_header, data)
         except InputError as error:
             raise InputError(f"{which} {error}") from None
         if part_header.metadata.get("split.count") != count or part_header.metadata.get("split.no") != index:
