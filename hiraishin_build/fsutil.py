@@ -3,15 +3,38 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
-import signal
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import PathError
+from .mainthread import signals_left_to_main_thread as held_signals
+
+
+# A write refused for want of space: the file system is full, or the user's quota on it used up.
+_NO_SPACE = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up"}
+# How git says the same (git writes the cache; its message is all there is to go on).
+NO_SPACE_TEXTS = (*(os.strerror(code) for code in _NO_SPACE), "Out of diskspace")
+
+
+def no_space(error: BaseException) -> str | None:
+    """"the disk is full (No space left on device)" where ``error`` is a write refused for want of space (or
+    shutil.copytree's collection of errors holds one), else None."""
+    if isinstance(error, OSError) and error.errno in _NO_SPACE:
+        return f"{_NO_SPACE[error.errno]} ({error.strerror or os.strerror(error.errno)})"
+    if isinstance(error, shutil.Error) and error.args and isinstance(error.args[0], list):
+        reasons = " ".join(str(entry[-1]) for entry in error.args[0] if isinstance(entry, tuple) and entry)
+        for code, said in _NO_SPACE.items():
+            if os.strerror(code) in reasons:
+                return f"{said} ({os.strerror(code)})"
+    return None
+
+
+def no_space_hint(directory: Path, elsewhere: str = "choose another directory") -> str:
+    return f"free space on the file system that holds {directory}, or {elsewhere}"
 
 
 def _umask() -> int:
@@ -21,44 +44,34 @@ def _umask() -> int:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    # mkstemp creates 0600; a committed or published file gets the usual mode.
-    os.chmod(tmp, 0o666 & ~_umask())
+    """Write ``path`` whole or not at all. A full disk is a PathError naming ``path``; another OSError names it
+    too where it named no file (a failed write names none)."""
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        # mkstemp creates 0600; a committed or published file gets the usual mode.
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+    except BaseException as error:
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        full = no_space(error)
+        if full:
+            raise PathError(f"cannot write {path}: {full}", hint=no_space_hint(path.parent)) from None
+        if isinstance(error, OSError) and not error.filename:
+            error.filename = str(path)
         raise
 
 
 def atomic_write_text(path: Path, text: str) -> None:
     # LF only, whatever the platform: these files are committed.
     atomic_write_bytes(path, text.encode("utf-8"))
-
-
-# The signals that stop the tool (Ctrl-C, a service manager's stop, a closed terminal).
-STOPPING_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-
-
-@contextlib.contextmanager
-def held_signals() -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM back while a short step that must not be cut in half runs (removing a
-    scratch tree, swapping a directory in); one that came meanwhile is delivered, and stops the tool,
-    right after. Outside the main thread, where no handler runs, there is nothing to hold."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 @contextlib.contextmanager
@@ -82,16 +95,28 @@ def staged_directory(target: Path) -> Iterator[Path]:
     new content in place (the other one under a ``.hiraishin-*`` name next to
     it), never a mixture.
     """
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.hiraishin-new-", dir=target.parent))
+    def refused(error: BaseException) -> PathError | None:
+        full = no_space(error)
+        return PathError(f"cannot write the new {target}: {full}",
+                         hint=no_space_hint(target.parent) + f"; {target} was not changed") if full else None
+
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.hiraishin-new-", dir=target.parent))
+    except OSError as error:
+        raise refused(error) or error from None
     # mkdtemp makes 0700; the directory that replaces target keeps target's mode (patches/ stays readable to
     # the group that could read it, a site's directories to the web server), or gets the usual one.
     os.chmod(staging, target.stat().st_mode & 0o7777 if target.is_dir() else 0o777 & ~_umask())
     try:
         yield staging
-    except BaseException:
+    except BaseException as error:
         with held_signals():
             shutil.rmtree(staging, ignore_errors=True)
+        # Filling the staging directory (a copy, a file written there) ran out of space.
+        full = refused(error)
+        if full is not None:
+            raise full from None
         raise
     # The swap and the removal of the old tree as one step: a stop in between would leave the
     # .hiraishin-old- tree beside the target.
@@ -115,9 +140,11 @@ def writable_directory(path: Path, *, what: str, given_as: str) -> Path:
         probe = tempfile.NamedTemporaryFile(prefix=".hiraishin-write-check-", dir=path)
         probe.close()
     except OSError as exc:
+        full = no_space(exc)
         raise PathError(
-            f"{what} {path} cannot be written: {exc.strerror or exc}",
-            hint=f"give {given_as} a directory you can write to",
+            f"{what} {path} cannot be written: {full or exc.strerror or exc}",
+            hint=no_space_hint(path, f"give {given_as} another directory") if full
+            else f"give {given_as} a directory you can write to",
         ) from None
     return path
 

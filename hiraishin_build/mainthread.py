@@ -23,7 +23,12 @@ MAIN_THREAD_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 @contextlib.contextmanager
 def signals_left_to_main_thread() -> Iterator[None]:
-    """Start helper threads in this block: they will not take SIGINT, SIGTERM or SIGHUP."""
+    """Start helper threads in this block: they will not take SIGINT, SIGTERM or SIGHUP.
+
+    In the main thread the block itself holds them back too, and one that came meanwhile is delivered
+    right after it: fsutil uses that for short steps that must not be cut in half (removing a scratch
+    tree, swapping a directory in).
+    """
     if threading.current_thread() is not threading.main_thread():
         yield  # a thread started from a helper inherits the helper's mask, which already blocks them
         return
