@@ -29,8 +29,10 @@ from pathlib import Path
 import platformdirs
 
 from . import git, lock, timeouts
-from .errors import CacheLocked, CommandError, CommandTimedOut, PinMismatchError, SourceUnreachable, UpstreamError
-from .fsutil import writable_directory
+from .mainthread import signals_left_to_main_thread as held_signals
+from .errors import (CacheLocked, CommandError, CommandTimedOut, PathError, PinMismatchError, SourceUnreachable,
+                     UpstreamError)
+from .fsutil import NO_SPACE_TEXTS, no_space, no_space_hint, writable_directory
 from .log import get_logger
 from .pin import UpstreamPin
 from .sources import (
@@ -72,6 +74,11 @@ def default_cache_root() -> Path:
     if override:
         return Path(override).expanduser().resolve()
     return platformdirs.user_cache_path("hiraishin")
+
+
+# Free space below which a failed write into the cache is taken to be for want of space (the upstream's
+# commits and trees alone take hundreds of megabytes).
+_NEARLY_FULL_BYTES = 1 << 20
 
 
 def _chosen_by(root: Path | None) -> str:
@@ -204,6 +211,28 @@ class UpstreamCache:
         """Refuse (PathError) a cache directory this process cannot write, before any work."""
         writable_directory(self.root, what="the upstream cache directory", given_as=self.given_as)
 
+    def _no_space(self, error: BaseException) -> PathError | None:
+        """The cache's file system filled while git (or this process) wrote into it: say so, naming the cache,
+        instead of blaming the source."""
+        full = no_space(error)
+        if full is None and isinstance(error, CommandError):
+            said = next((text for text in NO_SPACE_TEXTS if text in error.output_tail), None)
+            full = f"the disk is full ({said})" if said else None
+            if full is None:
+                # Some of git's writes fail without the reason ("failed to write new configuration file"):
+                # a file system with next to nothing left is it.
+                try:
+                    free = shutil.disk_usage(self.root).free
+                except OSError:
+                    free = None
+                if free is not None and free < _NEARLY_FULL_BYTES:
+                    full = f"the disk is full ({free // 1024} KiB free)"
+        if full is None:
+            return None
+        return PathError(f"cannot write the upstream cache {self.git_dir}: {full}",
+                         hint=no_space_hint(self.root, f"move the cache elsewhere ({self.given_as})")
+                         + ", then fetch again")
+
     # -- filling ----------------------------------------------------------
 
     def _init(self) -> None:
@@ -245,14 +274,17 @@ class UpstreamCache:
             # Asked first, so that a source that is not there does not even create the cache.
             self._probe(fetch_url, shown)
             created = not self.exists()
-            if created:
-                self._init()
             try:
+                if created:
+                    self._init()
                 result = self._fetch_locked(fetch_url, shown, pin, name=name, url=url)
-            except BaseException:
+            except BaseException as error:
+                full = self._no_space(error)  # before a removal frees space
                 if created:
                     # A failed first fetch leaves no cache behind: "before" had none.
                     shutil.rmtree(self.git_dir, ignore_errors=True)
+                if full is not None:
+                    raise full from None
                 raise
             finally:
                 self._containing.clear()
@@ -295,7 +327,10 @@ class UpstreamCache:
                 self._migrate_legacy(move)
             return self._record(source, incoming)
         finally:
-            self._drop_incoming()
+            # Not cut short by Ctrl-C or SIGTERM: the refs end as they were or as the fetch wrote them, never
+            # with its incoming refs beside them (after a kill -9 the next fetch drops those first).
+            with held_signals():
+                self._drop_incoming()
 
     def refetch(self, name: str, pin: UpstreamPin) -> FetchResult:
         """Fetch a source already in the cache again, from where it was fetched last."""
@@ -531,6 +566,9 @@ class UpstreamCache:
                     git.fetch_objects(self.git_dir, source.name, object_ids, what=what)
                 return
             except CommandError as exc:
+                full = self._no_space(exc)
+                if full is not None:  # another source would fill the same disk
+                    raise full from None
                 get_logger().debug("%s could not serve them: %s", source.name, exc.message)
                 failures.append((source, exc))
         raise _BlobsUnavailable(failures)

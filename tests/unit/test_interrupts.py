@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -197,3 +198,76 @@ def test_an_sdist_stopped_anywhere_leaves_no_partial_file_and_no_temporary_tree(
             assert leftovers(root, quiet_tmp) == [], (n, leftovers(root, quiet_tmp))
     assert hiraishin("sdist", "--out", str(out), cwd=root, env=env).returncode == 0
     assert (out / written.name).read_bytes() == written.read_bytes()
+
+
+def cache_refs(cache_dir: Path) -> str:
+    return sh_git(cache_dir / "upstream.git", "for-each-ref", "--format=%(refname) %(objectname)")
+
+
+@pytest.mark.parametrize("signal_name", SIGNALS)
+def test_a_fetch_stopped_anywhere_leaves_the_cache_s_refs_old_or_new(
+        stack_project: StackProject, tmp_path: Path, quiet_tmp: Path, signal_name: str) -> None:
+    root, upstream = stack_project.project.root, stack_project.upstream
+    cache_dir = Path(os.environ["HIRAISHIN_CACHE_DIR"])
+    env = {"TMPDIR": str(quiet_tmp)}
+    upstream.commit_change("ggml/src/ggml-cuda/fattn.cu", "// newer\n", "newer", tag="b102")
+    before = cache_refs(cache_dir)
+    finished = tmp_path / "finished-cache"
+    shutil.copytree(cache_dir, finished, symlinks=True)
+    args = ["upstream", "fetch", "--from", str(upstream.path)]
+    assert hiraishin(*args, cwd=root, env={**env, "HIRAISHIN_CACHE_DIR": str(finished)}).returncode == 0
+    after = cache_refs(finished)
+    assert after != before
+    saved = tmp_path / "saved-cache"
+    shutil.copytree(cache_dir, saved, symlinks=True)
+    count = subprocess_count(args, root, env)
+    for n in stopping_points(count):
+        shutil.rmtree(cache_dir)
+        shutil.copytree(saved, cache_dir, symlinks=True)
+        stopped = hiraishin(*args, cwd=root, env={**env, INTERRUPT_ENV: f"{n}:{signal_name}"})
+        assert stopped.returncode != 0, f"not stopped at subprocess {n} of {count}"
+        refs = cache_refs(cache_dir)
+        if signal_name == "KILL":
+            # a fetch killed outright leaves its incoming refs (its journal), which the next fetch drops first
+            refs = "\n".join(line for line in refs.splitlines() if not line.startswith("refs/hiraishin/incoming/"))
+        else:
+            assert leftovers(root, quiet_tmp) == [], n
+        assert refs in (before, after), n
+        again = hiraishin(*args, cwd=root, env=env)
+        assert again.returncode == 0, (n, again.stderr)
+        assert cache_refs(cache_dir) == after, n
+
+
+@pytest.mark.parametrize("signal_name", ["INT", "TERM"])
+def test_an_index_stopped_at_any_moment_leaves_the_site_old_or_new(tmp_path: Path, signal_name: str) -> None:
+    """index starts no subprocess: it is stopped after a delay instead, over a sweep of delays that spans
+    its run (the interpreter's start included)."""
+    from ..helpers import make_wheel
+
+    old_wheels, new_wheels, site = tmp_path / "old", tmp_path / "new", tmp_path / "site"
+    published = make_wheel(old_wheels, {"hiraishin_llama/m.txt": (b"old", 0o100644 << 16)}, version="9079.2+cpu")
+    # the next release beside the published wheel, which is never replaced
+    new_wheels.mkdir()
+    shutil.copy2(published, new_wheels / published.name)
+    make_wheel(new_wheels, {"hiraishin_llama/m.txt": (b"new", 0o100644 << 16)}, version="9079.3+cpu")
+
+    def tree(path: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+    assert hiraishin("index", str(old_wheels), "--out", str(site), cwd=tmp_path).returncode == 0
+    old = tree(site)
+    finished = tmp_path / "finished"
+    shutil.copytree(site, finished)
+    assert hiraishin("index", str(new_wheels), "--out", str(finished), cwd=tmp_path).returncode == 0
+    new = tree(finished)
+    steps = 40 if FULL_SWEEP else 12
+    for step in range(steps):
+        shutil.rmtree(site)
+        assert hiraishin("index", str(old_wheels), "--out", str(site), cwd=tmp_path).returncode == 0
+        process = subprocess.Popen([sys.executable, "-m", "hiraishin_build.cli", "index", str(new_wheels), "--out",
+                                    str(site)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(0.1 + step * 0.05)
+        process.send_signal(getattr(signal, f"SIG{signal_name}"))
+        process.communicate(timeout=60)
+        assert tree(site) in (old, new), step
+        assert [p.name for p in site.parent.iterdir() if ".hiraishin-" in p.name] == [], step
