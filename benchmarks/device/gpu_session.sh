@@ -19,6 +19,7 @@
 #                                  #  FAULT_BUILD=background: rebuild in the background, package untouched)
 #   gpu_session.sh fault-wait NAME [S] # wait for that background rebuild, then swap the rebuilt files in
 #   gpu_session.sh unfault NAME    # revert it (the next rebuild picks it up)
+#   gpu_session.sh window-replay   # unaligned verify batches (no 256 guard) on the qwen35 preset and a dense control
 #   gpu_session.sh experts-cpu     # the smoke's qwen3moe model, --cpu-moe, CUDA fusion off: a diagnostic replay
 #   gpu_session.sh partial TAG     # replay with the 4-layer Q4_K_M model split GPU/CPU (--ngl 2), by switch name
 #   gpu_session.sh model-part DIR  # keep DIR's smol.part* under /tmp/model (a real model travels in parts)
@@ -216,6 +217,29 @@ replay-spec-hybrid)
                 --json "$OUT/spec-$preset-$switch.json" > "$OUT/spec-$preset-$switch.log" 2>&1 || rc=1
             echo "== spec $preset switch $switch, Q8_0 draft (expect $expect) in $(( $(date +%s) - t ))s"; tail -3 "$OUT/spec-$preset-$switch.log"
         done
+    done
+    exit $rc
+    ;;
+window-replay)
+    # Verify batches that cross a multiple of 256 KV cells (--no-256-guard), switch on: the qwen35 preset (GDN hybrid,
+    # 256-wide heads) at seed 5252, where an unaligned replay on an H100 differed from the first crossing batch on, and
+    # a dense qwen3 control; the same qwen35 model with the guard as the reference. b = 3, 5, 7, 12 and 15 cross; 8 does
+    # not. WINDOW_LAYERS (8) and WINDOW_KV (f16) pick the depth and the KV type. Each run's JSON in $OUT.
+    models=~/.cache/hiraishin-llama/models
+    mkdir -p "$models"
+    layers=${WINDOW_LAYERS:-8}; kv=${WINDOW_KV:-f16}
+    rc=0
+    for spec in "qwen35:$layers:5252:--no-256-guard" "qwen35:$layers:5252:" "qwen3-8b:4:5252:--no-256-guard"; do
+        IFS=: read -r preset depth seed guard <<< "$spec"
+        model=$models/$preset-${depth}l-seed$seed-Q4_K_M.gguf
+        [ -f "$model" ] || "$VENV/bin/python" -m hiraishin_llama.synthetic --preset "$preset" --n-layer "$depth" \
+            --seed "$seed" --quant Q4_K_M --out "$model" > /dev/null || exit 1
+        name=window-$preset-${depth}l-$kv$([ -n "$guard" ] && echo -unguarded || echo -guarded)
+        t=$(date +%s)
+        GGML_BATCH_INVARIANT=1 timeout 240 "$VENV/bin/hiraishin-replay" replay --model "$model" ${guard:+"$guard"} --batches 3,5,7,8,12,15 \
+            --cache-type-k "$kv" --cache-type-v "$kv" --n-gen 600 --expect identical --json "$OUT/$name.json" \
+            > "$OUT/$name.log" 2>&1 || rc=1
+        echo "== $name in $(( $(date +%s) - t ))s: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print({x["b"]: (x["positions_differ"], x.get("first_diff_pos")) for x in r["results"]})' "$OUT/$name.json" 2>&1)"
     done
     exit $rc
     ;;
