@@ -85,6 +85,18 @@ def _source_name(ctx: click.Context, param: click.Parameter, value: str | None) 
     return value
 
 
+def _non_empty(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    # An empty value would read as "not given" (the default) or as the current directory: refuse it.
+    if value is not None and not value.strip():
+        raise click.BadParameter("empty: give a value, or leave the option out for its default", ctx=ctx, param=param)
+    return value
+
+
+def _non_empty_path(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    # click would make Path("") of "", which is the current directory.
+    return Path(value) if _non_empty(ctx, param, value) is not None else None
+
+
 def _repository_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     problem = url_problem(value) if value is not None else None
     if problem:
@@ -95,7 +107,7 @@ def _repository_url(ctx: click.Context, param: click.Parameter, value: str | Non
 
 
 @upstream.command("fetch")
-@click.option("--from", "location", metavar="PATH_OR_URL",
+@click.option("--from", "location", metavar="PATH_OR_URL", callback=_non_empty,
               help="Fetch from this repository: the pin's, a fork, or a local mirror of either "
                    "(default: the pin's url, or with --name, where that source was fetched from last).")
 @click.option("--url", metavar="URL", callback=_repository_url,
@@ -368,7 +380,7 @@ def recipes_command(obj: Context) -> None:
 
 
 @cli.command("sdist")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), callback=_non_empty_path,
               help="Where to write it (default: dist/ in the project; dist/without-NAME/ with --without).")
 @click.option("--without", "omit", multiple=True, metavar="PATCH",
               help="Leave this patch out (repeatable): a build that shows what the patch fixes, not for release.")
@@ -379,12 +391,27 @@ def sdist_command(obj: Context, out_dir: Path | None, omit: tuple[str, ...]) -> 
     project = obj.project()
     default = project.dist_dir
     if omit:
-        default = default / _without_dir_name(omit, read_series(project.patches_dir).names)
+        series = read_series(project.patches_dir)
+        # Checked before any directory is made for the build.
+        _require_listed(omit, series.names, f"{project.patches_dir.name}/{series.series_file.name}")
+        default = default / _without_dir_name(omit, series.names)
     target = writable_directory((out_dir or default).resolve(), what="the sdist's output directory",
                                 given_as="--out" if out_dir else "--out (its default is dist/ in the project)")
     with log.step("making the sdist"):
         result = build_sdist(project, obj.cache(), target, omit=frozenset(omit))
     click.echo(f"{result.path}\nsha256 {result.sha256}  version {result.version}  {result.files} files")
+
+
+def _require_listed(omit: tuple[str, ...], series: tuple[str, ...], shown: str) -> None:
+    """--without names patches of the series: a usage error (exit 2) otherwise, with the closest name."""
+    import difflib
+
+    for name in omit:
+        if name not in series:
+            close = difflib.get_close_matches(name, series, n=1)
+            raise click.BadParameter(
+                f"'{name}' is not in {shown}" + (f"; did you mean '{close[0]}'?" if close else "")
+                + " (`hiraishin patches list` shows the stack)", param_hint="'--without'")
 
 
 def _without_dir_name(omit: tuple[str, ...], series: tuple[str, ...]) -> str:
@@ -520,19 +547,37 @@ def doctor_command(obj: Context, recipe_name: str | None) -> None:
         doctor.require_buildable(recipes[0], env)
 
 
+def _directory_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--assets-url and --site-url: an http(s) URL of a directory, or a usage error (exit 2)."""
+    from .errors import IndexBuildError
+    from .index import SITE_URL_EXAMPLE, directory_url, release_assets_url
+
+    if value is None:
+        return None
+    try:
+        if param.name == "assets_url":
+            release_assets_url(value)
+        else:
+            directory_url(value, f"--{(param.name or '').replace('_', '-')}", SITE_URL_EXAMPLE)
+    except IndexBuildError as error:
+        raise click.BadParameter(f"{value!r} is not an http(s) URL of a directory; {error.hint}", ctx=ctx,
+                                 param=param) from None
+    return value
+
+
 @cli.command("index")
 @click.argument("wheel_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--out", "site", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="The site: SITE/<variant>/simple/ per variant (wheels already there are kept).")
 @click.option("--deps-index", metavar="URL", default=PYPI, show_default=True, envvar="HIRAISHIN_DEPS_INDEX",
               help="Where the wheels' dependencies come from, in the install commands printed.")
-@click.option("--assets-url", metavar="URL",
+@click.option("--assets-url", metavar="URL", callback=_directory_url,
               help="Link the new wheels at URL/FILE (the release's assets, e.g. https://github.com/OWNER/REPO/"
                    "releases/download/TAG) instead of copying them into the site; earlier releases stay listed "
                    "from SITE/index.json.")
 @click.option("--assets-out", type=click.Path(file_okay=False, path_type=Path),
               help="With --assets-url: where to write the files to upload there (the wheels and their .metadata).")
-@click.option("--site-url", metavar="URL", envvar="HIRAISHIN_SITE_URL",
+@click.option("--site-url", metavar="URL", envvar="HIRAISHIN_SITE_URL", callback=_directory_url,
               help="Where the site will be served (e.g. https://OWNER.github.io/REPO), for the install commands of "
                    "its root page; kept in SITE/index.json for later runs.")
 @proc.stopping_on_signals()
@@ -541,6 +586,11 @@ def index_command(wheel_dir: Path, site: Path, deps_index: str, assets_url: str 
     """PEP 503 indexes per variant from the labelled wheels under WHEEL_DIR."""
     from .index import build_index, install_command
 
+    if (assets_url is None) != (assets_out is None):
+        missing = "--assets-out" if assets_url else "--assets-url"
+        raise click.UsageError(f"--assets-url and --assets-out go together ({missing} is missing): give both, where "
+                               "the release's assets will be and where to write them for upload, or neither to keep "
+                               "the wheels in the site")
     result = build_index(wheel_dir.resolve(), site.resolve(), deps_index=deps_index, assets_url=assets_url,
                          assets_out=assets_out.resolve() if assets_out else None, site_url=site_url)
     for reason in result.skipped:
@@ -552,11 +602,31 @@ def index_command(wheel_dir: Path, site: Path, deps_index: str, assets_url: str 
         click.echo(f"variant metadata (draft PEP 825): {result.variants_json}")
 
 
+def _release_version(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(value)
+    except InvalidVersion:
+        raise click.BadParameter(f"{value!r} is not a version: give a release's version, e.g. 10400.20", ctx=ctx,
+                                 param=param) from None
+    return value
+
+
+def _yank_reason(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if not value.strip():
+        raise click.BadParameter("a yank needs its reason: say why, e.g. --reason 'wrong tokens with KV q8_0 on "
+                                 "sm_86'; pip shows it to whoever installs the release by its pin", ctx=ctx,
+                                 param=param)
+    return value
+
+
 @cli.command("yank")
-@click.argument("version")
+@click.argument("version", callback=_release_version)
 @click.option("--site", required=True, type=click.Path(file_okay=False, exists=True, path_type=Path),
               help="The site hiraishin index wrote (for a published one, its index.json fetched into it first).")
-@click.option("--reason", required=True, help="Why: pip shows it to whoever installs the release by its pin.")
+@click.option("--reason", required=True, callback=_yank_reason,
+              help="Why: pip shows it to whoever installs the release by its pin.")
 @click.option("--deps-index", metavar="URL", default=PYPI, show_default=True, envvar="HIRAISHIN_DEPS_INDEX",
               help="Where the wheels' dependencies come from, in the install commands of the root page.")
 @proc.stopping_on_signals()

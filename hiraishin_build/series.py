@@ -16,6 +16,7 @@ from pathlib import Path
 import pygit2
 
 from .errors import ConfigError, PatchError
+from .log import get_logger
 
 SERIES_FILE = "series"
 PATCH_SUFFIX = ".patch"
@@ -25,6 +26,17 @@ REQUIRED_SECTIONS = ("Why:", "What:", "Verified:", "Upstream:")
 
 # Where git mailinfo ends a message and starts the patch: the "---" line, or the first diff.
 _PATCH_START = re.compile(rb"^(?:---\n|diff --git )", re.MULTILINE)
+
+# What may follow "diff --git" before a file's first hunk (git's extended headers), a hunk's header, and the
+# lines of a binary patch ("literal N"/"delta N", then base85 lines: a length letter and groups of 5).
+_EXTENDED_HEADERS = (b"old mode ", b"new mode ", b"deleted file mode ", b"new file mode ", b"copy from ",
+                     b"copy to ", b"rename from ", b"rename to ", b"similarity index ", b"dissimilarity index ",
+                     b"index ", b"--- ", b"+++ ", b"Binary files ")
+_HUNK_HEADER = re.compile(rb"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+_BINARY_SIZE = re.compile(rb"(?:literal|delta) \d+")
+_BASE85_LINE = re.compile(rb"[A-Za-z][0-9A-Za-z!#$%&()*+\-;<=>?@^_`{|}~]+")
+# The signature format-patch writes after "-- " unless told not to: the git version.
+_GIT_VERSION = re.compile(rb"\d+\.\d+[0-9A-Za-z.\-]*(?: \(.*\))?")
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,60 @@ def restore_hint(path: Path) -> str:
             "tool from the work branch; a damaged one cannot be re-exported back)")
 
 
+def _first_line_after_diff(diff: bytes) -> int | None:
+    """The index among ``diff``'s lines of the first that is no part of it: text after a hunk's last line (as its
+    header counts them), after a file's headers or after the signature, which git am and so `patches export` drop
+    without a word. None where every line belongs, and where a hunk is itself malformed or cut short (libgit2
+    says what is wrong with those). Blank lines outside hunks are harmless and skipped."""
+    state, old, new, signed = "header", 0, 0, False
+    for index, line in enumerate(diff.split(b"\n")):
+        if state == "hunk":
+            if line.startswith(b"\\"):  # "\ No newline at end of file"
+                continue
+            if old > 0 or new > 0:
+                kind = line[:1]
+                if kind in (b" ", b""):  # an empty line is a context line an editor trimmed
+                    old, new = old - 1, new - 1
+                elif kind == b"-":
+                    old -= 1
+                elif kind == b"+":
+                    new -= 1
+                else:
+                    return None
+                if old < 0 or new < 0:
+                    return None
+                continue
+            state = "between"
+        if not line.strip():
+            continue
+        if state == "signature":
+            if signed or not _GIT_VERSION.fullmatch(line):
+                return index
+            signed = True
+            continue
+        if line.startswith(b"diff --git "):
+            state = "header"
+            continue
+        hunk = _HUNK_HEADER.match(line)
+        if hunk and state in ("header", "between"):
+            old, new = (int(count) if count is not None else 1 for count in hunk.groups())
+            state = "hunk"
+            continue
+        if line in (b"-- ", b"--"):
+            state = "signature"
+            continue
+        if state == "header" and line.startswith(_EXTENDED_HEADERS):
+            continue
+        if state == "header" and line == b"GIT binary patch":
+            state = "binary"
+            continue
+        if state == "binary" and (_BINARY_SIZE.fullmatch(line) or (
+                _BASE85_LINE.fullmatch(line) and (len(line) - 1) % 5 == 0)):
+            continue
+        return index
+    return None
+
+
 def parse_patch(path: Path) -> Patch:
     """Read the subject, message body and touched files of a format-patch file.
 
@@ -91,6 +157,19 @@ def parse_patch(path: Path) -> Patch:
     diff_at = rest.find(b"diff --git ", start.start() if start else 0)
     if start is None or diff_at < 0:
         raise PatchError(f"{shown}: the patch contains no diff (cut short?)", hint=restore_hint(path))
+    # libgit2, like git am, stops reading where the diff ends: a note after it would vanish on the next export.
+    after = _first_line_after_diff(rest[diff_at:])
+    if after is not None:
+        line_number = data[: len(header) + len(sep) + diff_at].count(b"\n") + 1 + after
+        text = rest[diff_at:].split(b"\n")[after].decode("utf-8", errors="replace").strip()
+        raise PatchError(
+            f"{shown}: text after the diff at line {line_number} "
+            f"({text[:60] + '...' if len(text) > 60 else text!r}): git am skips it, so the next "
+            "`hiraishin patches export` would drop it",
+            hint="move the note into the patch's message above the diff (before its '---' line), which git am "
+                 "keeps, or delete it; if it is meant as part of the change, the hunk's @@ header must count it "
+                 "(make the change in the work tree and `hiraishin patches export`)",
+        )
     try:
         diff = pygit2.Diff.parse_diff(rest[diff_at:])
     except (pygit2.GitError, KeyError) as error:
@@ -140,6 +219,35 @@ class Series:
         return parsed
 
 
+_BOM = b"\xef\xbb\xbf"  # UTF-8's byte order mark
+
+# Said once per process and file: several commands read the series more than once.
+_WARNED: set[tuple[Path, str]] = set()
+
+
+def _warn_once(series_file: Path, kind: str, message: str) -> None:
+    if (series_file, kind) not in _WARNED:
+        _WARNED.add((series_file, kind))
+        get_logger().warning("%s", message)
+
+
+def _series_text(series_file: Path) -> str:
+    """The series as text: a leading UTF-8 byte order mark and CRLF line endings, which editors and git's
+    core.autocrlf write, are read past (the tool writes neither), with a warning that says how to remove them."""
+    data = series_file.read_bytes()
+    shown = f"{series_file.parent.name}/{series_file.name}"
+    if data.startswith(_BOM):
+        _warn_once(series_file, "bom", f"{shown} starts with a UTF-8 byte order mark (BOM), read past it; remove it: "
+                                       f"sed -i '1s/^\\xEF\\xBB\\xBF//' {shown} (`hiraishin patches export` writes "
+                                       "the file without one, so `patches check` fails while it is there)")
+    if b"\r\n" in data:
+        _warn_once(series_file, "crlf", f"{shown} has CRLF line endings, read as LF; convert it to LF: "
+                                        f"sed -i 's/\\r$//' {shown} (`hiraishin patches export` writes LF, so "
+                                        "`patches check` fails while it has CRLF); to keep git from converting it: "
+                                        f"`{shown} -text` in .gitattributes")
+    return data.decode("utf-8-sig")
+
+
 def read_series(directory: Path, *, allow_empty: bool = False) -> Series:
     series_file = directory / SERIES_FILE
     if not series_file.is_file():
@@ -149,7 +257,7 @@ def read_series(directory: Path, *, allow_empty: bool = False) -> Series:
         )
     names: list[str] = []
     recorded: dict[str, DiffSize] = {}
-    for number, raw in enumerate(series_file.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, raw in enumerate(_series_text(series_file).splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
@@ -180,7 +288,8 @@ def read_series(directory: Path, *, allow_empty: bool = False) -> Series:
 
 
 def render_series(entries: list[tuple[str, DiffSize | None]]) -> str:
-    """``series`` for (name, diff size) in order; a size of None writes the bare name."""
+    """``series`` for (name, diff size) in order; a size of None writes the bare name. LF line endings and no
+    byte order mark: written as UTF-8 bytes, never through a text mode that would add either."""
     return "".join(f"{name}  # {size}\n" if size is not None else f"{name}\n" for name, size in entries)
 
 

@@ -459,7 +459,8 @@ def check_stack(project: Project, cache: UpstreamCache) -> CheckResult:
                 ))
                 problems.append(f"{name} re-exports differently:\n" + "\n".join(f"    {d}" for d in diff[:20]))
         if (project.patches_dir / SERIES_FILE).read_bytes() != (out_dir / SERIES_FILE).read_bytes():
-            problems.append(f"{SERIES_FILE} re-exports differently (comments, blank lines or order)")
+            problems.append(f"{SERIES_FILE} re-exports differently (comments, blank lines, order, CRLF line endings or a byte "
+                            "order mark)")
     if problems:
         hint = FOLD_FIXUPS if len(rewrites) == len(problems) else REFRESH_OR_RESTORE
         raise CheckFailed("patches check failed:\n  " + "\n  ".join(problems), hint=hint)

@@ -165,7 +165,7 @@ def test_a_q4_k_m_dense_model_is_covered_on_both_backends(dense_model: Path,
     assert line(out, "cpu:") == "cpu:  covered (dense Q4_K, Q6_K)"
     assert "experts on the CPU" not in out  # a dense model has none
     assert line(out, "at run time:") == ("at run time: flash attention on; KV cache f16, q8_0, turbo3 or turbo4; "
-                                         "one server slot; verify batches of at most 16 tokens")
+                                         "one server slot on cuda (several on cpu); verify batches of at most 16 tokens")
 
 
 def test_a_q4_k_m_moe_model_is_covered_with_the_note_on_experts_on_the_cpu(

@@ -810,6 +810,23 @@ def describe_model(model: Model) -> str:
     return f"{model.path.name} ({details}{'; ' + ', '.join(tail) if tail else ''})"
 
 
+# run_time's condition on slots, and the feature that says where several slots are covered too.
+_ONE_SLOT = "one server slot"
+_SEVERAL_SLOTS = "several server slots with drafts"
+
+
+def run_time_conditions(data: Coverage, backends: Iterable[str]) -> list[str]:
+    """data.run_time for these backends: its one-slot condition says where several slots are covered too
+    (features' "several server slots with drafts": the CPU backend, not CUDA)."""
+    backends = list(backends)
+    slots = data.features.get(_SEVERAL_SLOTS, {})
+    several = [backend for backend in backends if backend in slots and slots[backend].covered]
+    one = [backend for backend in backends if backend not in several]
+    said = _ONE_SLOT if not several else "one or several server slots" if not one else \
+        f"{_ONE_SLOT} on {' and '.join(one)} (several on {' and '.join(several)})"
+    return [said if condition == _ONE_SLOT else condition for condition in data.run_time]
+
+
 def render(model: Model, verdicts: list[Verdict], data: Coverage) -> str:
     width = max(len(verdict.backend) for verdict in verdicts) + 1
     lines = [f"model: {describe_model(model)}"]
@@ -845,7 +862,7 @@ def render(model: Model, verdicts: list[Verdict], data: Coverage) -> str:
     if not_covered:
         lines.append(f"so on {' and '.join(not_covered)} greedy speculative decoding may differ from plain greedy "
                      "decoding")
-    lines.append(f"at run time: {'; '.join(data.run_time)}")
+    lines.append(f"at run time: {'; '.join(run_time_conditions(data, [verdict.backend for verdict in verdicts]))}")
     return "\n".join(lines)
 
 
@@ -868,7 +885,7 @@ def report(model: Model, verdicts: list[Verdict], data: Coverage) -> dict:
                                        "findings": [_finding_report(finding) for finding in verdict.findings],
                                        "notes": list(verdict.notes)}
                      for verdict in verdicts},
-        "run_time": list(data.run_time),
+        "run_time": run_time_conditions(data, [verdict.backend for verdict in verdicts]),
         "data": str(DATA_FILE),
     }
 
