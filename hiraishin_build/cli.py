@@ -567,7 +567,7 @@ def _directory_url(ctx: click.Context, param: click.Parameter, value: str | None
 
 @cli.command("index")
 @click.argument("wheel_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
-@click.option("--out", "site", required=True, type=click.Path(file_okay=False, path_type=Path),
+@click.option("--out", "site", required=True, type=click.Path(file_okay=False), callback=_non_empty_path,
               help="The site: SITE/<variant>/simple/ per variant (wheels already there are kept).")
 @click.option("--deps-index", metavar="URL", default=PYPI, show_default=True, envvar="HIRAISHIN_DEPS_INDEX",
               help="Where the wheels' dependencies come from, in the install commands printed.")
@@ -575,7 +575,7 @@ def _directory_url(ctx: click.Context, param: click.Parameter, value: str | None
               help="Link the new wheels at URL/FILE (the release's assets, e.g. https://github.com/OWNER/REPO/"
                    "releases/download/TAG) instead of copying them into the site; earlier releases stay listed "
                    "from SITE/index.json.")
-@click.option("--assets-out", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--assets-out", type=click.Path(file_okay=False), callback=_non_empty_path,
               help="With --assets-url: where to write the files to upload there (the wheels and their .metadata).")
 @click.option("--site-url", metavar="URL", envvar="HIRAISHIN_SITE_URL", callback=_directory_url,
               help="Where the site will be served (e.g. https://OWNER.github.io/REPO), for the install commands of "
@@ -733,7 +733,7 @@ def docs_command(obj: Context, check_only: bool) -> None:
 # -- the main job -----------------------------------------------------------
 
 @cli.command("build")
-@click.option("--from", "source", metavar="PATH_OR_URL",
+@click.option("--from", "source", metavar="PATH_OR_URL", callback=_non_empty,
               help="Fill the cache from this repository when it lacks the pin.")
 @click.option("--recipe", "recipe_name", help="Build this recipe (default: the one for this machine's GPU and CUDA).")
 @isolation_option

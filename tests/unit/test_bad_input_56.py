@@ -333,3 +333,16 @@ def test_the_cpu_wheels_run_time_line_does_not_say_one_slot(coverage_module) -> 
     assert _render(coverage_module, ["cuda"]).count("one server slot;") == 1
     both = _render(coverage_module, ["cuda", "cpu"])
     assert "one server slot on cuda (several on cpu)" in both
+
+
+@pytest.mark.parametrize("args", [
+    ("build", "--from", ""),
+    ("index", "dist", "--out", ""),
+    ("index", "dist", "--out", "site", "--assets-out", "", "--assets-url", "https://example.invalid/a/"),
+])
+def test_an_empty_path_or_source_is_a_usage_error_not_the_current_directory(tmp_path: Path, args: tuple[str, ...]) -> None:
+    (tmp_path / "dist").mkdir()
+    done = hiraishin(*args, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "empty: give a value" in done.stderr
+    assert not (tmp_path / "site").exists()
