@@ -159,7 +159,7 @@ def build_sdist(project: Project, cache: UpstreamCache, out_dir: Path, *, omit: 
     wheel_files = _wheel_project_files(project)
     with scratch_directory("hiraishin-sdist-") as scratch:
         workdir = Path(scratch) / "llama.cpp"
-        applied = apply_stack(project, cache, workdir, pin=pin, omit=omit)
+        applied = apply_stack(project, cache, workdir, pin=pin, omit=omit, scratch=True)
         store = git.ObjectStore(workdir / ".git")
         source_files = [
             (f"{SOURCE_SUBDIR}/{path}", mode, data)

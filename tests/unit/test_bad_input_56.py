@@ -346,3 +346,16 @@ def test_an_empty_path_or_source_is_a_usage_error_not_the_current_directory(tmp_
     assert done.returncode == 2, done.stderr
     assert "empty: give a value" in done.stderr
     assert not (tmp_path / "site").exists()
+
+
+def test_an_sdist_whose_patch_fails_names_no_work_tree_it_deleted(wheel_project: StackProject, tmp_path: Path) -> None:
+    patches = wheel_project.project.patches_dir
+    name = next(p for p in read_series(patches).patches() if "mmvq" in p.subject).name
+    text = (patches / name).read_text()
+    (patches / name).write_text(text.replace("-    // block 20\n", "-    // block twenty\n"))
+    done = hiraishin("sdist", "--out", str(tmp_path / "out"), cwd=wheel_project.project.root)
+    assert done.returncode != 0
+    assert name in done.stderr
+    # the scratch work tree is gone when the message is read: pointing at it would send the user nowhere
+    error = done.stderr[done.stderr.index("error:"):]
+    assert "hiraishin-sdist-" not in error, error
