@@ -227,6 +227,7 @@ window-replay)
     # not. WINDOW_LAYERS (8) and WINDOW_KV (f16) pick the depth and the KV type. Each run's JSON in $OUT.
     models=~/.cache/hiraishin-llama/models
     mkdir -p "$models"
+    export PATH=$VENV/bin:$PATH  # llama-quantize for the synthetic models
     layers=${WINDOW_LAYERS:-8}; kv=${WINDOW_KV:-f16}
     rc=0
     for spec in "qwen35:$layers:5252:--no-256-guard" "qwen35:$layers:5252:" "qwen3-8b:4:5252:--no-256-guard"; do
