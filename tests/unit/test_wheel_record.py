@@ -163,6 +163,21 @@ def test_signatures_and_directory_entries_need_no_hash_and_a_real_wheel_passes(t
         verify_wheel(real)  # pip's and setuptools' own wheels, as their tools wrote them
 
 
+def test_directory_entries_listed_in_record_as_scikit_build_core_writes_them_pass(tmp_path: Path) -> None:
+    """scikit-build-core puts each package directory into the zip and into RECORD with no hash and no size
+    (`hiraishin_llama/,,`): a wheel this project builds must pass; a directory RECORD names but the zip lacks
+    does not."""
+    from hiraishin_build.wheelcheck import WheelInvalid, verify_wheel
+
+    wheel = rezipped(good_wheel(tmp_path), add={"hiraishin_llama/": b"", "hiraishin_llama/bin/": b""})
+    rows = record_rows(wheel)
+    listed = rezipped(wheel, record=with_record([*rows, ["hiraishin_llama/", "", ""], ["hiraishin_llama/bin/", "", ""]]))
+    verify_wheel(listed)
+    ghost = rezipped(wheel, record=with_record([*rows, ["hiraishin_llama/lib/", "", ""]]))
+    with pytest.raises(WheelInvalid, match="its RECORD lists hiraishin_llama/lib/, which the wheel does not hold"):
+        verify_wheel(ghost)
+
+
 def test_a_stronger_hash_than_sha256_is_taken_and_a_weaker_one_refused(tmp_path: Path) -> None:
     import base64
     import hashlib
