@@ -153,20 +153,20 @@ def _paused(args: list[str], root: Path, marker: Path, at: int) -> subprocess.Po
     return process
 
 
-@pytest.mark.parametrize(("first", "second"), [
-    (["patches", "apply", "--force"], ["patches", "apply", "--force"]),
-    (["patches", "apply", "--force"], ["patches", "export"]),
-    (["patches", "export"], ["patches", "apply", "--force"]),
-    (["patches", "apply", "--force"], ["rebase", "--onto", "PIN"]),
-])
+WRITING_COMMANDS = {"apply": ["patches", "apply", "--force"], "export": ["patches", "export"],
+                    "rebase": ["rebase", "--onto", "PIN"]}
+
+
+@pytest.mark.parametrize(("first", "second"), [(WRITING_COMMANDS[a], WRITING_COMMANDS[b])
+                                               for a in WRITING_COMMANDS for b in WRITING_COMMANDS])
 def test_a_second_writing_command_is_refused_at_once_while_the_first_finishes(
         stack_project: StackProject, tmp_path: Path, first: list[str], second: list[str]) -> None:
     root = stack_project.project.root
     before = dir_snapshot(stack_project.project.patches_dir)
     subjects = commits_on_work_branch(stack_project)
     marker = tmp_path / "paused"
+    first, second = ([stack_project.upstream.tag if word == "PIN" else word for word in args] for args in (first, second))
     running = _paused(first, root, marker, at=2)
-    second = [stack_project.upstream.tag if word == "PIN" else word for word in second]
     try:
         refused = hiraishin(*second, cwd=root)
     finally:
