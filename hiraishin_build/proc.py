@@ -23,14 +23,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import progress, timeouts
+from . import fsutil, progress, timeouts
 from .mainthread import signals_left_to_main_thread
 from .errors import CommandError, CommandTimedOut
 from .log import get_logger
@@ -174,11 +173,8 @@ def _stop(process: subprocess.Popen[str]) -> None:
 def _own_temporary_directory() -> Iterator[dict[str, str]]:
     """The variables that give a command a temporary directory of its own, removed when it ends: a killed program
     cannot remove what it put there, and nothing else would."""
-    path = tempfile.mkdtemp(prefix="hiraishin-tmp-")
-    try:
-        yield {"TMPDIR": path}
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+    with fsutil.scratch_directory("hiraishin-tmp-") as path:
+        yield {"TMPDIR": str(path)}
 
 
 def _timed_out(argv: list[str], what: str, limit: timeouts.Limit, seconds: float, output: str,
