@@ -176,20 +176,19 @@ class WorkTree:
             # files a killed `git am` created but did not commit; ignored ones (a build directory) stay
             git.clean_untracked(self.path)
             return
-        else:
-            self.refuse_if_dirty("reset the work branch")
-            if self.unexported_commits():
-                if not force:
-                    raise WorkTreeError(
-                        f"{self.path}: the work branch has commits that are not in patches/ "
-                        f"(HEAD {self.head()[:12]}, last written {self.read_state().head[:12]})",
-                        hint="run `hiraishin patches export` to keep them, or pass --force "
-                        "(the old branch is then kept under refs/hiraishin/backup/)",
-                    )
-                backup = f"{BACKUP_REF_PREFIX}{self.head()}"
-                git.update_ref(self.path, backup, self.head())
-                get_logger().warning("kept the previous work branch as %s", backup)
-            git.sparse_checkout_set(self.path, rules.git_patterns())
+        self.refuse_if_dirty("reset the work branch")
+        if self.unexported_commits():
+            if not force:
+                raise WorkTreeError(
+                    f"{self.path}: the work branch has commits that are not in patches/ "
+                    f"(HEAD {self.head()[:12]}, last written {self.read_state().head[:12]})",
+                    hint="run `hiraishin patches export` to keep them, or pass --force "
+                    "(the old branch is then kept under refs/hiraishin/backup/)",
+                )
+            backup = f"{BACKUP_REF_PREFIX}{self.head()}"
+            git.update_ref(self.path, backup, self.head())
+            get_logger().warning("kept the previous work branch as %s", backup)
+        git.sparse_checkout_set(self.path, rules.git_patterns())
         # The journal goes first: a kill during the checkout leaves a state that says so.
         self.write_state(journal)
         git.checkout_new_branch(self.path, WORK_BRANCH, commit)
