@@ -15,7 +15,7 @@ from hiraishin_build.releases import RELEASES_FILE, Release, load_releases, requ
 from hiraishin_build.sdist import build_sdist
 
 from ..conftest import StackProject, sh_git
-from .test_sdist import real_stack_revision, wheel_project  # noqa: F401 (a fixture)
+from .test_sdist import real_stack_revision
 
 REPO = Path(__file__).resolve().parents[2]
 
