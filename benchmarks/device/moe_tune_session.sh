@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Tuning of the batch-invariant MUL_MAT_ID launch on the GPU machine, with a prebuilt test-backend-ops
-# (kernel_local_build.sh with VARIANT_DIFF=moe-bi-rows-of-warps.patch, kept in git at dc51127 under benchmarks/tuning/) whose launch
+# (kernel_local_build.sh with VARIANT_DIFF=moe-bi-rows-of-warps.patch, from the tuning folder of commit dc51127) whose launch
 # is chosen by HIRAISHIN_MOE_BI_ROWS (0: as the stack has it; 1: a block of nwarps rows for several
 # tokens; 2: for one token too). The rows a block owns do not change the order of any sum, so every
 # mode must pass the batch-invariance cases; the perf cases say which is fastest.

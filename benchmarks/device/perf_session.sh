@@ -12,7 +12,7 @@
 #                                 (about 2.5 min per switch on the H200; needs a wheel build
 #                                 with -D HIRAISHIN_BUILD_TESTS=ON, not the development build)
 #   perf_session.sh tune ROWS...  exact verify passes with mmvq rows per block forced to each
-#                                 ROWS (needs mmvq-rows-per-block.patch, in git at dc51127 under benchmarks/tuning/,
+#                                 ROWS (needs mmvq-rows-per-block.patch, from the tuning folder of commit dc51127,
 #                                 applied on top of the stack)
 #   perf_session.sh ncu           Nsight Compute on one verify pass of 16 tokens, exact and
 #                                 stock: the matrix kernels of one layer and flash attention
