@@ -632,16 +632,20 @@ def test_a_duplicated_tensor_name_is_bad_input(tmp_path: Path, capsys: pytest.Ca
                               f"{first + 1}, at byte {first_entry}), {LOADER_REFUSES}"), message
 
 
+def _bad_offset(model: Path, index: int, entry: int, offset: int) -> str:
+    """How the refusal of blk.0.attn_k.weight's data offset begins; what is wrong with it follows."""
+    return (f"is not a valid GGUF file: tensor 'blk.0.attn_k.weight' (tensor {index + 1} of {len(dense_tensors())}, "
+            f"its entry at byte {entry}) has the data offset {offset} (from the data section's start, byte "
+            f"{gguf.GGUFReader(model).data_offset}), ")
+
+
 def test_a_tensor_offset_off_the_alignment_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # (c) 16 bytes past where the writer put it: within the file, not a multiple of 32
     model = write_gguf(tmp_path / "misaligned.gguf", "qwen3", dense_tensors())
     index, entry, offset = _set_offset(model, "blk.0.attn_k.weight", 16)
     message = _refused(model, capsys)
-    assert message.startswith(f"is not a valid GGUF file: tensor 'blk.0.attn_k.weight' (tensor {index + 1} of "
-                              f"{len(dense_tensors())}, its entry at byte {entry}) has the data offset {offset} (from "
-                              f"the data section's start, byte {gguf.GGUFReader(model).data_offset}), not a multiple "
-                              f"of the alignment 32 (the default: the file has no general.alignment), "
-                              f"{LOADER_REFUSES}"), message
+    assert message.startswith(_bad_offset(model, index, entry, offset) + "not a multiple of the alignment 32 (the "
+                              f"default: the file has no general.alignment), {LOADER_REFUSES}"), message
 
 
 def test_an_offset_of_the_default_alignment_is_off_a_larger_alignment(tmp_path: Path,
@@ -658,11 +662,8 @@ def test_a_tensor_that_does_not_start_where_the_one_before_it_ends_is_bad_input(
     model = write_gguf(tmp_path / "gap.gguf", "qwen3", dense_tensors())
     index, entry, offset = _set_offset(model, "blk.0.attn_k.weight", 32)
     message = _refused(model, capsys)
-    assert message.startswith(f"is not a valid GGUF file: tensor 'blk.0.attn_k.weight' (tensor {index + 1} of "
-                              f"{len(dense_tensors())}, its entry at byte {entry}) has the data offset {offset} (from "
-                              f"the data section's start, byte {gguf.GGUFReader(model).data_offset}), expected "
-                              f"{offset - 32} (where 'blk.0.attn_q.weight' before it ends, padded to the "
-                              f"alignment 32), {LOADER_REFUSES}"), message
+    assert message.startswith(_bad_offset(model, index, entry, offset) + f"expected {offset - 32} (where "
+                              f"'blk.0.attn_q.weight' before it ends, padded to the alignment 32), {LOADER_REFUSES}"), message
 
 
 def test_a_row_length_that_is_no_whole_number_of_blocks_is_bad_input(tmp_path: Path,
