@@ -230,14 +230,25 @@ window-replay)
     export PATH=$VENV/bin:$PATH  # llama-quantize for the synthetic models
     layers=${WINDOW_LAYERS:-8}; kv=${WINDOW_KV:-f16}
     rc=0
-    for spec in "qwen35:$layers:5252:--no-256-guard" "qwen35:$layers:5252:" "qwen3-8b:4:5252:--no-256-guard"; do
-        IFS=: read -r preset depth seed guard <<< "$spec"
+    # WINDOW_DIAG=1 adds unguarded qwen35 runs that each take one suspect away: flash attention off, CUDA fusion off,
+    # CUDA graphs off (the run whose difference vanishes names the kernel path to look at).
+    specs=("qwen35:$layers:5252:--no-256-guard:" "qwen35:$layers:5252::" "qwen3-8b:4:5252:--no-256-guard:")
+    [ "${WINDOW_DIAG:-0}" = 1 ] && specs+=("qwen35:$layers:5252:--no-256-guard:fa-off"
+        "qwen35:$layers:5252:--no-256-guard:no-fusion" "qwen35:$layers:5252:--no-256-guard:no-graphs")
+    for spec in "${specs[@]}"; do
+        IFS=: read -r preset depth seed guard diag <<< "$spec"
+        extra=(); vars=()
+        case $diag in
+            fa-off) extra=(--fa off) ;;
+            no-fusion) vars=(GGML_CUDA_DISABLE_FUSION=1) ;;
+            no-graphs) vars=(GGML_CUDA_DISABLE_GRAPHS=1) ;;
+        esac
         model=$models/$preset-${depth}l-seed$seed-Q4_K_M.gguf
         [ -f "$model" ] || "$VENV/bin/python" -m hiraishin_llama.synthetic --preset "$preset" --n-layer "$depth" \
             --seed "$seed" --quant Q4_K_M --out "$model" > /dev/null || exit 1
-        name=window-$preset-${depth}l-$kv$([ -n "$guard" ] && echo -unguarded || echo -guarded)
+        name=window-$preset-${depth}l-$kv$([ -n "$guard" ] && echo -unguarded || echo -guarded)${diag:+-$diag}
         t=$(date +%s)
-        GGML_BATCH_INVARIANT=1 timeout 240 "$VENV/bin/hiraishin-replay" replay --model "$model" ${guard:+"$guard"} --batches 3,5,7,8,12,15 \
+        env GGML_BATCH_INVARIANT=1 "${vars[@]}" timeout 240 "$VENV/bin/hiraishin-replay" replay --model "$model" ${guard:+"$guard"} "${extra[@]}" --batches 3,5,7,8,12,15 \
             --cache-type-k "$kv" --cache-type-v "$kv" --n-gen 600 --expect identical --json "$OUT/$name.json" \
             > "$OUT/$name.log" 2>&1 || rc=1
         echo "== $name in $(( $(date +%s) - t ))s: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print({x["b"]: (x["positions_differ"], x.get("first_diff_pos")) for x in r["results"]})' "$OUT/$name.json" 2>&1)"
