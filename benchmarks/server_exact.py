@@ -68,6 +68,8 @@ PROMPTS = tuple(f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{q}<
 # comparison use the same count either way, which is all the guarantee needs).
 SERVER_ARGS = ("-c", "2048", "-np", "1", "-t", "2")
 DRAFT_ARGS = ("--spec-type", "draft-simple")
+# The model's own multi-token-prediction head as the draft (Qwen3.5/3.6's nextn block): no -md.
+MTP_ARGS = ("--spec-type", "draft-mtp")
 # The switch as the wheel's console scripts read it: empty values count as unset, so "on" is the
 # scripts' default whatever the caller's environment holds; off by either name is off.
 SWITCH_ENV = {True: {"GGML_BATCH_INVARIANT": "", "GGML_CUDA_BATCH_INVARIANT": ""},
@@ -185,12 +187,14 @@ def complete(base: str, prompt: str, n_predict: int, timeout_s: float, banned: t
 
 
 def server_args(model: Path, *, draft: bool, draft_n_max: int | None = None, extra: tuple[str, ...] = (),
-                draft_model: Path | None = None) -> list[str]:
+                draft_model: Path | None = None, mtp: bool = False) -> list[str]:
     """``extra``: more llama-server arguments for both servers, e.g. ``--rpc HOST:PORT -ngl N`` (a split model);
-    ``draft_model``: the draft server's draft (default: the model itself)."""
+    ``draft_model``: the draft server's draft (default: the model itself); ``mtp``: the model's MTP head drafts."""
+    if mtp and draft_model is not None:
+        raise ValueError("a server drafts with its MTP head or with a draft model, not both")
     args = ["-m", str(model), *SERVER_ARGS, *extra]
     if draft:
-        args += ["-md", str(draft_model or model), *DRAFT_ARGS]
+        args += [*MTP_ARGS] if mtp else ["-md", str(draft_model or model), *DRAFT_ARGS]
         if draft_n_max is not None:
             args += ["--spec-draft-n-max", str(draft_n_max)]
     return args
@@ -198,11 +202,13 @@ def server_args(model: Path, *, draft: bool, draft_n_max: int | None = None, ext
 
 def serve(venv: Path, model: Path, log_path: Path, *, draft: bool, switch_on: bool, prompts: tuple[str, ...] = PROMPTS,
           n_predict: int = 200, draft_n_max: int | None = None, timeout_s: float = 600.0,
-          extra: tuple[str, ...] = (), draft_model: Path | None = None, banned: tuple[int, ...] = ()) -> Run:
+          extra: tuple[str, ...] = (), draft_model: Path | None = None, banned: tuple[int, ...] = (),
+          mtp: bool = False) -> Run:
     """The server of ``venv`` answering ``prompts`` one after the other; stops at the first request
     that gets no answer (the server died or hung) and records why."""
     run = Run(label=f"{'draft' if draft else 'plain'}-{'on' if switch_on else 'off'}",
-              args=server_args(model, draft=draft, draft_n_max=draft_n_max, extra=extra, draft_model=draft_model),
+              args=server_args(model, draft=draft, draft_n_max=draft_n_max, extra=extra, draft_model=draft_model,
+                               mtp=mtp),
               env=SWITCH_ENV[switch_on],
               n_predict=n_predict)
     started = time.monotonic()
@@ -253,13 +259,13 @@ def compare(plain: Run, draft: Run) -> list[dict]:
 def switch_state(venv: Path, model: Path, log_dir: Path, *, switch_on: bool, prompts: tuple[str, ...] = PROMPTS,
                  n_predict: int = 200, draft_n_max: int | None = None, plain_after_failure: bool = True,
                  extra: tuple[str, ...] = (), draft_model: Path | None = None,
-                 banned: tuple[int, ...] = ()) -> dict:
+                 banned: tuple[int, ...] = (), mtp: bool = False) -> dict:
     """The draft server's run, then the plain one's (skipped when the draft server failed and
     ``plain_after_failure`` is false), and their comparison."""
     name = "on" if switch_on else "off"
     draft = serve(venv, model, log_dir / f"draft-{name}.log", draft=True, switch_on=switch_on, prompts=prompts,
                   n_predict=n_predict, draft_n_max=draft_n_max, extra=extra, draft_model=draft_model,
-                  banned=banned)
+                  banned=banned, mtp=mtp)
     if draft.failure and not plain_after_failure:
         plain = Run(label=f"plain-{name}", args=server_args(model, draft=False, extra=extra), env=SWITCH_ENV[switch_on],
                     n_predict=n_predict, failure="not run: the draft server failed")
@@ -295,6 +301,9 @@ def main() -> None:
     parser.add_argument("--draft-model", type=Path,
                         help="the draft server's draft model (default: the model itself, which nearly always agrees; "
                              "another model's drafts are rejected often, which exercises the rollback)")
+    parser.add_argument("--mtp", action="store_true",
+                        help="the draft server drafts with the model's own MTP head (--spec-type draft-mtp; "
+                             "Qwen3.5/3.6 models) instead of a draft model")
     parser.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                         help="one more llama-server argument for both servers (repeat it), e.g. --server-arg=--rpc "
                              "--server-arg=127.0.0.1:50052 --server-arg=-ngl --server-arg=16 for a split model")
@@ -306,6 +315,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the report here")
     parser.add_argument("--device", default=f"{platform.machine()}, {platform.processor() or 'cpu'}")
     args = parser.parse_args()
+    if args.mtp and args.draft_model:
+        parser.error("--mtp drafts with the model's own MTP head; leave out --draft-model")
     args.log_dir.mkdir(parents=True, exist_ok=True)
     prompts = PROMPTS[:args.prompts]
     try:
@@ -322,14 +333,14 @@ def main() -> None:
             extra = (*args.server_arg, *(("--rpc", ",".join(endpoints)) if endpoints else ()))
             states[name] = switch_state(args.venv, args.model, args.log_dir, switch_on=name == "on", prompts=prompts,
                                         n_predict=args.n_predict, draft_n_max=args.draft_n_max, extra=extra,
-                                        draft_model=args.draft_model, banned=banned)
+                                        draft_model=args.draft_model, banned=banned, mtp=args.mtp)
         print(f"switch {name}: identical {states[name]['identical']}/{states[name]['compared']}; "
               f"served plain {states[name]['plain'].served}, draft {states[name]['draft'].served} "
               f"of {len(prompts)}", flush=True)
     report = {
         **report_header("benchmarks/server_exact.py", args.venv, args.device),
         "model": args.model.name,
-        "draft_model": (args.draft_model or args.model).name,
+        "draft_model": "the model's MTP head" if args.mtp else (args.draft_model or args.model).name,
         "banned_tokens": args.ban_tokens,
         "rpc_workers": args.rpc_worker,
         "n_predict": args.n_predict,

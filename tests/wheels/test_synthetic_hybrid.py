@@ -150,7 +150,7 @@ def test_inconsistent_nemotron_h_presets_are_rejected(changes: dict, message: st
 @pytest.mark.parametrize("changes", [{"ssm_d_state": 128}, {"full_attention_interval": 4},
                                      {"layer_pattern": "M*"}, {"rope_sections": (16, 16, 0, 0)}])
 def test_recurrent_fields_on_other_architectures_are_rejected(changes: dict) -> None:
-    with pytest.raises(ValueError, match="recurrent layers of qwen35 and nemotron_h; a qwen3 model has none"):
+    with pytest.raises(ValueError, match="recurrent layers of qwen35, nemotron_h, qwen35moe, nemotron_h_moe; a qwen3 model has none"):
         dataclasses.replace(synthetic.get_preset("tiny"), **changes)
 
 

@@ -46,10 +46,19 @@ QWEN2MOE = "qwen2moe"
 # state carries over from token to token, between full attention layers.
 QWEN35 = "qwen35"
 NEMOTRON_H = "nemotron_h"
-ARCHITECTURES = (ARCHITECTURE, QWEN3MOE, GPT_OSS, QWEN2MOE, QWEN35, NEMOTRON_H)
+# Their mixture-of-experts versions (LLM_ARCH_QWEN35MOE, LLM_ARCH_NEMOTRON_H_MOE): the same recurrent and
+# attention layers, routed experts beside a shared expert instead of the dense FFN.
+QWEN35MOE = "qwen35moe"
+NEMOTRON_H_MOE = "nemotron_h_moe"
+ARCHITECTURES = (ARCHITECTURE, QWEN3MOE, GPT_OSS, QWEN2MOE, QWEN35, NEMOTRON_H, QWEN35MOE, NEMOTRON_H_MOE)
 # Architectures whose FFNs are dense.
 _DENSE_ARCHITECTURES = (ARCHITECTURE, QWEN35, NEMOTRON_H)
-HYBRID_ARCHITECTURES = (QWEN35, NEMOTRON_H)
+HYBRID_ARCHITECTURES = (QWEN35, NEMOTRON_H, QWEN35MOE, NEMOTRON_H_MOE)
+# The gated delta net family and the Mamba-2 family, each with and without experts.
+_GDN_ARCHITECTURES = (QWEN35, QWEN35MOE)
+_MAMBA2_ARCHITECTURES = (NEMOTRON_H, NEMOTRON_H_MOE)
+# Architectures with a shared expert beside the routed ones.
+_SHARED_EXPERT_ARCHITECTURES = (QWEN2MOE, QWEN35MOE, NEMOTRON_H_MOE)
 
 # Layer kinds of the hybrid architectures, in the notation of Nemotron-H's hybrid_override_pattern:
 # a recurrent layer (Mamba-2 for nemotron_h, a gated delta net for qwen35), full attention, and
@@ -57,6 +66,8 @@ HYBRID_ARCHITECTURES = (QWEN35, NEMOTRON_H)
 RECURRENT_LAYER = "M"
 ATTENTION_LAYER = "*"
 MLP_LAYER = "-"
+# nemotron_h_moe's FFN layer: routed experts and a shared expert, all relu^2 (Nemotron-3's "E").
+MOE_LAYER = "E"
 
 QUANTIZER_NAME = "llama-quantize"
 
@@ -96,7 +107,15 @@ class Preset:
     of ssm_d_inner / ssm_dt_rank channels, B and C in ssm_n_group groups of
     state size ssm_d_state; layer_pattern gives each layer's kind
     (RECURRENT_LAYER, ATTENTION_LAYER or MLP_LAYER, n_ff wide, relu^2), and
-    a model with more layers than the pattern repeats it. Neither has experts.
+    a model with more layers than the pattern repeats it. Their MoE versions
+    replace each FFN by experts beside a shared expert of n_ff_shexp: qwen35moe
+    a SwiGLU shared expert behind a sigmoid gate (as qwen2moe), and n_nextn
+    MTP blocks (Qwen3.5/3.6's own draft head: a full-attention layer with
+    experts over the embedding of the next token and the last hidden state)
+    after its n_layer layers; nemotron_h_moe relu^2 experts without a gate,
+    routed by sigmoid scores plus a per-expert bias, the n_expert_used weights
+    renormalized (expert_weights_norm) and scaled by expert_weights_scale,
+    its pattern's FFN layers MOE_LAYER.
     """
 
     name: str
@@ -128,6 +147,9 @@ class Preset:
     # Rotary dimensions of each head; 0 rotates all of head_dim.
     rope_dim: int = 0
     rope_sections: tuple[int, ...] = ()
+    n_nextn: int = 0
+    expert_weights_norm: bool = False
+    expert_weights_scale: float = 0.0
 
     def __post_init__(self) -> None:
         if self.architecture not in ARCHITECTURES:
@@ -136,14 +158,25 @@ class Preset:
         if self.architecture in _DENSE_ARCHITECTURES:
             if self.n_expert or self.n_expert_used or self.n_ff_exp:
                 raise ValueError(f"preset {self.name!r}: a {self.architecture} model has no experts; use "
-                                 f"architecture {QWEN3MOE}, {GPT_OSS} or {QWEN2MOE} for a mixture of experts")
+                                 f"architecture {QWEN3MOE}, {GPT_OSS}, {QWEN2MOE}, {QWEN35MOE} or "
+                                 f"{NEMOTRON_H_MOE} for a mixture of experts")
         elif not (0 < self.n_expert_used <= self.n_expert <= _MAX_EXPERTS and self.n_ff_exp > 0):
             raise ValueError(f"preset {self.name!r}: a {self.architecture} model needs 0 < n_expert_used <= "
                              f"n_expert <= {_MAX_EXPERTS} and n_ff_exp > 0, got n_expert={self.n_expert}, "
                              f"n_expert_used={self.n_expert_used}, n_ff_exp={self.n_ff_exp}")
-        if (self.architecture == QWEN2MOE) != (self.n_ff_shexp > 0):
+        if (self.architecture in _SHARED_EXPERT_ARCHITECTURES) != (self.n_ff_shexp > 0):
             raise ValueError(f"preset {self.name!r}: n_ff_shexp (the shared expert's width) must be positive for "
-                             f"{QWEN2MOE} and 0 otherwise, got {self.n_ff_shexp}")
+                             f"{', '.join(_SHARED_EXPERT_ARCHITECTURES)} and 0 otherwise, got {self.n_ff_shexp}")
+        # llama.cpp's qwen35moe graph builds one MTP block (graph_mtp asserts n_layer_nextn == 1).
+        if self.n_nextn not in ((0, 1) if self.architecture == QWEN35MOE else (0,)):
+            raise ValueError(f"preset {self.name!r}: n_nextn (MTP blocks) must be 0 or 1 for {QWEN35MOE} and 0 "
+                             f"otherwise, got {self.n_nextn}")
+        if (self.expert_weights_norm or self.expert_weights_scale) and self.architecture != NEMOTRON_H_MOE:
+            raise ValueError(f"preset {self.name!r}: expert_weights_norm and expert_weights_scale are read by "
+                             f"{NEMOTRON_H_MOE}'s graph only; leave them unset for {self.architecture}")
+        if self.expert_weights_scale < 0 or not np.isfinite(self.expert_weights_scale):
+            raise ValueError(f"preset {self.name!r}: expert_weights_scale must be a finite number >= 0 (0: no "
+                             f"scaling), got {self.expert_weights_scale}")
         if self.architecture == QWEN2MOE and self.n_head * self.head_dim != self.n_embd:
             raise ValueError(f"preset {self.name!r}: {QWEN2MOE} needs n_head * head_dim == n_embd (its q and "
                              f"output projections are n_embd x n_embd), got {self.n_head} * {self.head_dim} != "
@@ -168,7 +201,7 @@ class Preset:
                                               ("rope_sections", self.rope_sections)) if value]
             if extra:
                 raise ValueError(f"preset {self.name!r}: {', '.join(extra)} describe the recurrent layers of "
-                                 f"{QWEN35} and {NEMOTRON_H}; a {self.architecture} model has none")
+                                 f"{', '.join(HYBRID_ARCHITECTURES)}; a {self.architecture} model has none")
             return
         if min(ssm.values()) <= 0:
             raise ValueError(f"preset {self.name!r}: a {self.architecture} model needs positive "
@@ -178,7 +211,7 @@ class Preset:
         if self.ssm_dt_rank % self.ssm_n_group:
             raise ValueError(f"preset {self.name!r}: ssm_dt_rank {self.ssm_dt_rank} (heads) must be a multiple of "
                              f"ssm_n_group {self.ssm_n_group}")
-        if self.architecture == QWEN35:
+        if self.architecture in _GDN_ARCHITECTURES:
             self._check_qwen35()
         else:
             self._check_nemotron_h()
@@ -187,31 +220,33 @@ class Preset:
         # The loader sizes the value heads ssm_d_state wide while the graph takes ssm_d_inner /
         # ssm_dt_rank, so llama.cpp only computes the model right when the two agree.
         if self.ssm_d_inner != self.ssm_d_state * self.ssm_dt_rank:
-            raise ValueError(f"preset {self.name!r}: {QWEN35} needs ssm_d_inner == ssm_d_state * ssm_dt_rank "
+            raise ValueError(f"preset {self.name!r}: {self.architecture} needs ssm_d_inner == ssm_d_state * ssm_dt_rank "
                              f"(value heads are ssm_d_state wide), got {self.ssm_d_inner} != "
                              f"{self.ssm_d_state} * {self.ssm_dt_rank}")
         # 1 would leave no recurrent layer; llama.cpp takes a missing interval for its default 4.
         if self.full_attention_interval < 2:
-            raise ValueError(f"preset {self.name!r}: {QWEN35} needs full_attention_interval >= 2 (every "
+            raise ValueError(f"preset {self.name!r}: {self.architecture} needs full_attention_interval >= 2 (every "
                              f"interval-th layer is full attention), got {self.full_attention_interval}")
         if self.layer_pattern:
-            raise ValueError(f"preset {self.name!r}: {QWEN35} places its attention layers by "
-                             "full_attention_interval; layer_pattern is for " + NEMOTRON_H)
+            raise ValueError(f"preset {self.name!r}: {self.architecture} places its attention layers by "
+                             "full_attention_interval; layer_pattern is for " + ", ".join(_MAMBA2_ARCHITECTURES))
         # IMROPE rotates pairs of dimensions, each pair in one of the four sections; real
         # conversions write sections that cover the rotated dimensions exactly.
         rope_dim = self.rope_dim or self.head_dim
         if len(self.rope_sections) != 4 or min(self.rope_sections) < 0 or 2 * sum(self.rope_sections) != rope_dim:
-            raise ValueError(f"preset {self.name!r}: {QWEN35} needs 4 non-negative rope_sections summing to "
+            raise ValueError(f"preset {self.name!r}: {self.architecture} needs 4 non-negative rope_sections summing to "
                              f"rope_dim / 2 = {rope_dim // 2}, got {self.rope_sections}")
 
     def _check_nemotron_h(self) -> None:
         if self.full_attention_interval or self.rope_dim or self.rope_sections:
-            raise ValueError(f"preset {self.name!r}: {NEMOTRON_H} places its layers by layer_pattern and has no "
-                             "rope; leave full_attention_interval, rope_dim and rope_sections unset")
-        kinds = RECURRENT_LAYER + ATTENTION_LAYER + MLP_LAYER
+            raise ValueError(f"preset {self.name!r}: {self.architecture} places its layers by layer_pattern and has "
+                             "no rope; leave full_attention_interval, rope_dim and rope_sections unset")
+        # llama.cpp's loader makes every FFN layer of a model with experts a mixture of experts.
+        ffn_layer, ffn_name = (MOE_LAYER, "experts") if self.is_moe else (MLP_LAYER, "MLP")
+        kinds = RECURRENT_LAYER + ATTENTION_LAYER + ffn_layer
         if not self.layer_pattern or set(self.layer_pattern) - set(kinds):
-            raise ValueError(f"preset {self.name!r}: {NEMOTRON_H} needs a layer_pattern of {kinds!r} characters "
-                             f"(one per layer: Mamba-2, attention, MLP), got {self.layer_pattern!r}")
+            raise ValueError(f"preset {self.name!r}: {self.architecture} needs a layer_pattern of {kinds!r} "
+                             f"characters (one per layer: Mamba-2, attention, {ffn_name}), got {self.layer_pattern!r}")
         if len(self.layer_pattern) != self.n_layer:
             raise ValueError(f"preset {self.name!r}: layer_pattern has {len(self.layer_pattern)} layers, "
                              f"n_layer is {self.n_layer}")
@@ -222,20 +257,21 @@ class Preset:
         # llama.cpp tells the layer kinds apart by these two counts alone (both 0: Mamba-2).
         if ATTENTION_LAYER in self.layer_pattern and self.n_head_kv <= 0:
             raise ValueError(f"preset {self.name!r}: attention layers need n_head_kv > 0")
-        if MLP_LAYER in self.layer_pattern and self.n_ff <= 0:
-            raise ValueError(f"preset {self.name!r}: MLP layers need n_ff > 0")
+        if ffn_layer in self.layer_pattern and self.n_ff <= 0:
+            raise ValueError(f"preset {self.name!r}: {ffn_name} layers need n_ff > 0 (their feed_forward_length "
+                             "entry tells them apart)")
 
     @property
     def is_moe(self) -> bool:
-        """Whether the FFN is a mixture of experts (architecture qwen3moe, gpt-oss or qwen2moe)."""
+        """Whether the FFN is a mixture of experts (qwen3moe, gpt-oss, qwen2moe, qwen35moe, nemotron_h_moe)."""
         return self.n_expert > 0
 
     def layer_kinds(self, n_layer: int) -> str:
         """The kind of each of n_layer layers (RECURRENT_LAYER, ATTENTION_LAYER, MLP_LAYER), one character each."""
-        if self.architecture == QWEN35:
+        if self.architecture in _GDN_ARCHITECTURES:
             return "".join(ATTENTION_LAYER if (layer + 1) % self.full_attention_interval == 0 else RECURRENT_LAYER
                            for layer in range(n_layer))
-        if self.architecture == NEMOTRON_H:
+        if self.architecture in _MAMBA2_ARCHITECTURES:
             return "".join(self.layer_pattern[layer % len(self.layer_pattern)] for layer in range(n_layer))
         return ATTENTION_LAYER * n_layer
 
@@ -318,6 +354,43 @@ PRESETS: dict[str, Preset] = {
                n_ff=768, n_vocab=4096, n_layer=5, context_length=4096, rms_norm_eps=1e-5,
                layer_pattern="M-M*-",
                ssm_d_conv=4, ssm_d_state=128, ssm_n_group=2, ssm_dt_rank=8, ssm_d_inner=512),
+        # Qwen3.6-35B-A3B (and Qwen3.5-35B-A3B: llama.cpp's qwen35moe) as its config.json describes it, with a
+        # llama-sized vocabulary (the real one has 248320 tokens): 40 layers, three gated delta nets (32 value
+        # heads over 16 key heads, 128 wide) then gated full attention (16 heads of 256 over 2 KV heads, 64
+        # rotated dimensions), each followed by 256 experts of 512 (8 used) beside a shared expert of 512
+        # behind a sigmoid gate, and one MTP block (mtp_num_hidden_layers 1) as the model's own draft.
+        # feed_forward_length is metadata only here.
+        Preset(name="qwen35moe", architecture=QWEN35MOE, n_embd=2048, n_head=16, n_head_kv=2, head_dim=256,
+               n_ff=512, n_vocab=32000, n_layer=40, context_length=262144, rope_freq_base=1e7,
+               rope_dim=64, rope_sections=(11, 11, 10, 0), full_attention_interval=4,
+               ssm_d_conv=4, ssm_d_state=128, ssm_n_group=16, ssm_dt_rank=32, ssm_d_inner=4096,
+               n_expert=256, n_expert_used=8, n_ff_exp=512, n_ff_shexp=512, n_nextn=1),
+        # Nemotron-3-Nano-30B-A3B (llama.cpp's nemotron_h_moe) as its config.json describes it, with a
+        # llama-sized vocabulary (the real one has 131072 tokens): hybrid_override_pattern of 23 Mamba-2
+        # layers (64 heads of 64, 8 groups of state 128), 6 attention layers (32 heads of 128 over 2 KV
+        # heads) and 23 layers of 128 relu^2 experts of 1856 (6 used, sigmoid scores plus a per-expert bias,
+        # renormalized and scaled by routed_scaling_factor 2.5) beside a shared expert of 3712. Rows of 2688
+        # and 1856 are no multiple of 256, so K-quant types fall back there, as for the real model.
+        Preset(name="nemotron-h-moe", architecture=NEMOTRON_H_MOE, n_embd=2688, n_head=32, n_head_kv=2,
+               head_dim=128, n_ff=1856, n_vocab=32000, n_layer=52, context_length=262144, rms_norm_eps=1e-5,
+               layer_pattern="MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+               ssm_d_conv=4, ssm_d_state=128, ssm_n_group=8, ssm_dt_rank=64, ssm_d_inner=4096,
+               n_expert=128, n_expert_used=6, n_ff_exp=1856, n_ff_shexp=3712,
+               expert_weights_norm=True, expert_weights_scale=2.5),
+        # Their small versions for CPU tests, every row length a multiple of 256: tiny-qwen35moe is
+        # tiny-qwen35 with 16 experts of 256 (4 used), a shared expert and an MTP block; tiny-nemotron-h-moe
+        # is tiny-nemotron-h with its MLPs as 16 experts (4 used) beside a shared expert.
+        Preset(name="tiny-qwen35moe", architecture=QWEN35MOE, n_embd=256, n_head=4, n_head_kv=2, head_dim=64,
+               n_ff=256, n_vocab=4096, n_layer=4, context_length=4096, rope_freq_base=1e7,
+               rope_dim=16, rope_sections=(3, 3, 2, 0), full_attention_interval=4,
+               ssm_d_conv=4, ssm_d_state=128, ssm_n_group=2, ssm_dt_rank=4, ssm_d_inner=512,
+               n_expert=16, n_expert_used=4, n_ff_exp=256, n_ff_shexp=256, n_nextn=1),
+        Preset(name="tiny-nemotron-h-moe", architecture=NEMOTRON_H_MOE, n_embd=256, n_head=4, n_head_kv=2,
+               head_dim=64, n_ff=256, n_vocab=4096, n_layer=5, context_length=4096, rms_norm_eps=1e-5,
+               layer_pattern="MEM*E",
+               ssm_d_conv=4, ssm_d_state=128, ssm_n_group=2, ssm_dt_rank=8, ssm_d_inner=512,
+               n_expert=16, n_expert_used=4, n_ff_exp=256, n_ff_shexp=512,
+               expert_weights_norm=True, expert_weights_scale=2.5),
     )
 }
 
@@ -343,6 +416,9 @@ BIAS_STD = 0.1
 # the softmax, which have about unit scale (q and k are unit-scale, divided by
 # sqrt(head_dim)).
 SINK_STD = 1.0
+# nemotron_h_moe's per-expert score bias, added to sigmoid scores in (0, 1) to pick the experts: on the
+# scale of the scores' own spread, so that it moves the choice without deciding it alone.
+EXPERT_SCORE_BIAS_STD = 0.1
 
 # Recurrent layers decay their state by exp(dt * a) per token, dt = softplus(x @ w + dt_bias) > 0, so
 # a must be negative (conversions store -exp(A_log)). Mamba-2's own initialization: a uniform in
@@ -536,9 +612,9 @@ def _tensor_specs(preset: Preset, n_layer: int, deep_scale: float = 1.0) -> list
     ``deep_scale`` (dense qwen3 only) scales those writes once more in every layer
     past the first: how far the model's logits move from its first layer's.
     """
-    if preset.architecture == QWEN35:
+    if preset.architecture in _GDN_ARCHITECTURES:
         return _qwen35_tensor_specs(preset, n_layer)
-    if preset.architecture == NEMOTRON_H:
+    if preset.architecture in _MAMBA2_ARCHITECTURES:
         return _nemotron_h_tensor_specs(preset, n_layer)
     if preset.architecture == QWEN3MOE:
         return _qwen3moe_tensor_specs(preset, n_layer)
@@ -595,21 +671,43 @@ def _output_specs(preset: Preset) -> list[_TensorSpec]:
 
 def _expert_specs(preset: Preset, blk: str, residual_scale: float, biases: bool) -> list[_TensorSpec]:
     """The router (F32, as real GGUFs keep it) and the 3-D expert tensors, ggml ne
-    {n_embd, n_ff_exp, n_expert} for gate and up and {n_ff_exp, n_embd, n_expert} for down."""
+    {n_embd, n_ff_exp, n_expert} for gate and up and {n_ff_exp, n_embd, n_expert} for down.
+    nemotron_h_moe's experts have no gate, and its router a bias on the sigmoid scores that picks the
+    experts (exp_probs_b, e_score_correction_bias in the checkpoints) without weighting them."""
     n_embd, n_expert, n_ff_exp = preset.n_embd, preset.n_expert, preset.n_ff_exp
+    gated = preset.architecture != NEMOTRON_H_MOE
     specs = [_TensorSpec(f"{blk}.ffn_gate_inp.weight", (n_expert, n_embd), 1.0 / np.sqrt(n_embd), f32=True)]
     if biases:
         specs.append(_TensorSpec(f"{blk}.ffn_gate_inp.bias", (n_expert,), BIAS_STD, f32=True))
+    if not gated:
+        specs.append(_TensorSpec(f"{blk}.exp_probs_b.bias", (n_expert,), EXPERT_SCORE_BIAS_STD, f32=True))
     for name, shape, std, bias_shape, bias_std in (
         ("ffn_gate_exps", (n_expert, n_ff_exp, n_embd), 1.0 / np.sqrt(n_embd), (n_expert, n_ff_exp), BIAS_STD),
         ("ffn_up_exps", (n_expert, n_ff_exp, n_embd), 1.0 / np.sqrt(n_embd), (n_expert, n_ff_exp), BIAS_STD),
         ("ffn_down_exps", (n_expert, n_embd, n_ff_exp), residual_scale / np.sqrt(n_ff_exp), (n_expert, n_embd),
          residual_scale * BIAS_STD),
     ):
+        if name == "ffn_gate_exps" and not gated:
+            continue
         specs.append(_TensorSpec(f"{blk}.{name}.weight", shape, std))
         if biases:
             specs.append(_TensorSpec(f"{blk}.{name}.bias", bias_shape, bias_std, f32=True))
     return specs
+
+
+def _shared_expert_specs(preset: Preset, blk: str, residual_scale: float) -> list[_TensorSpec]:
+    """The shared expert that every token runs: qwen2moe's and qwen35moe's a SwiGLU weighted by a sigmoid
+    gate of its own (ffn_gate_inp_shexp, a vector of n_embd), nemotron_h_moe's a relu^2 of up and down."""
+    n_embd, n_ff_shexp = preset.n_embd, preset.n_ff_shexp
+    gated = preset.architecture != NEMOTRON_H_MOE
+    specs = [
+        _TensorSpec(f"{blk}.ffn_gate_inp_shexp.weight", (n_embd,), 1.0 / np.sqrt(n_embd), f32=True),
+        _TensorSpec(f"{blk}.ffn_gate_shexp.weight", (n_ff_shexp, n_embd), 1.0 / np.sqrt(n_embd)),
+    ] if gated else []
+    return specs + [
+        _TensorSpec(f"{blk}.ffn_up_shexp.weight", (n_ff_shexp, n_embd), 1.0 / np.sqrt(n_embd)),
+        _TensorSpec(f"{blk}.ffn_down_shexp.weight", (n_embd, n_ff_shexp), residual_scale / np.sqrt(n_ff_shexp)),
+    ]
 
 
 def _qwen3moe_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
@@ -628,7 +726,7 @@ def _qwen3moe_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
 def _qwen2moe_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
     """qwen2's attention (biases on q, k and v, no q/k norms), the routed experts, and a shared expert
     with its sigmoid gate ffn_gate_inp_shexp, a vector of n_embd (llama_model_qwen2moe::load_arch_tensors)."""
-    n_embd, n_ff_shexp = preset.n_embd, preset.n_ff_shexp
+    n_embd = preset.n_embd
     residual_scale = 1.0 / np.sqrt(2.0 * n_layer)
 
     specs = [_TensorSpec("token_embd.weight", (preset.n_vocab, n_embd), 1.0)]
@@ -640,12 +738,7 @@ def _qwen2moe_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
             _TensorSpec(f"{blk}.ffn_norm.weight", (n_embd,), None),
         ]
         specs += _expert_specs(preset, blk, residual_scale, biases=False)
-        specs += [
-            _TensorSpec(f"{blk}.ffn_gate_inp_shexp.weight", (n_embd,), 1.0 / np.sqrt(n_embd), f32=True),
-            _TensorSpec(f"{blk}.ffn_gate_shexp.weight", (n_ff_shexp, n_embd), 1.0 / np.sqrt(n_embd)),
-            _TensorSpec(f"{blk}.ffn_up_shexp.weight", (n_ff_shexp, n_embd), 1.0 / np.sqrt(n_embd)),
-            _TensorSpec(f"{blk}.ffn_down_shexp.weight", (n_embd, n_ff_shexp), residual_scale / np.sqrt(n_ff_shexp)),
-        ]
+        specs += _shared_expert_specs(preset, blk, residual_scale)
     return specs + _output_specs(preset)
 
 
@@ -673,7 +766,10 @@ def _gpt_oss_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
 
 def _qwen35_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
     """qwen35 (llama_model_qwen35::load_arch_tensors): gated delta nets and, every full_attention_interval-th
-    layer, gated full attention, each followed by a dense SwiGLU FFN behind post_attention_norm."""
+    layer, gated full attention, each followed by a dense SwiGLU FFN behind post_attention_norm; qwen35moe
+    (llama_model_qwen35moe) has experts and a shared expert instead, and after its n_layer layers the MTP
+    block: a full-attention layer with experts whose input is eh_proj of the normed embedding of the next
+    token beside the normed last hidden state, read out through the model's output_norm and output."""
     n_embd, head_dim = preset.n_embd, preset.head_dim
     n_q, n_kv = preset.n_head * head_dim, preset.n_head_kv * head_dim
     key_dim = preset.ssm_d_state * preset.ssm_n_group
@@ -682,23 +778,37 @@ def _qwen35_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
     conv_dim = 2 * key_dim + value_dim
     residual_scale = 1.0 / np.sqrt(2.0 * n_layer)
 
+    def gated_attention(blk: str) -> list[_TensorSpec]:
+        return [
+            # Each head's query and then its output gate (a sigmoid on the attention's output).
+            _TensorSpec(f"{blk}.attn_q.weight", (2 * n_q, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.attn_k.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.attn_v.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.attn_q_norm.weight", (head_dim,), None),
+            _TensorSpec(f"{blk}.attn_k_norm.weight", (head_dim,), None),
+            _TensorSpec(f"{blk}.attn_output.weight", (n_embd, n_q), residual_scale / np.sqrt(n_q)),
+        ]
+
+    def ffn(blk: str) -> list[_TensorSpec]:
+        if preset.is_moe:
+            return _expert_specs(preset, blk, residual_scale, biases=False) + \
+                _shared_expert_specs(preset, blk, residual_scale)
+        return [
+            _TensorSpec(f"{blk}.ffn_gate.weight", (preset.n_ff, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.ffn_up.weight", (preset.n_ff, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.ffn_down.weight", (n_embd, preset.n_ff), residual_scale / np.sqrt(preset.n_ff)),
+        ]
+
+    def norms(blk: str) -> list[_TensorSpec]:
+        return [_TensorSpec(f"{blk}.attn_norm.weight", (n_embd,), None),
+                _TensorSpec(f"{blk}.post_attention_norm.weight", (n_embd,), None)]
+
     specs = [_TensorSpec("token_embd.weight", (preset.n_vocab, n_embd), 1.0)]
     for layer, kind in enumerate(preset.layer_kinds(n_layer)):
         blk = f"blk.{layer}"
-        specs += [
-            _TensorSpec(f"{blk}.attn_norm.weight", (n_embd,), None),
-            _TensorSpec(f"{blk}.post_attention_norm.weight", (n_embd,), None),
-        ]
+        specs += norms(blk)
         if kind == ATTENTION_LAYER:
-            specs += [
-                # Each head's query and then its output gate (a sigmoid on the attention's output).
-                _TensorSpec(f"{blk}.attn_q.weight", (2 * n_q, n_embd), 1.0 / np.sqrt(n_embd)),
-                _TensorSpec(f"{blk}.attn_k.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
-                _TensorSpec(f"{blk}.attn_v.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
-                _TensorSpec(f"{blk}.attn_q_norm.weight", (head_dim,), None),
-                _TensorSpec(f"{blk}.attn_k_norm.weight", (head_dim,), None),
-                _TensorSpec(f"{blk}.attn_output.weight", (n_embd, n_q), residual_scale / np.sqrt(n_q)),
-            ]
+            specs += gated_attention(blk)
         else:
             n_heads = preset.ssm_dt_rank
             specs += [
@@ -716,17 +826,22 @@ def _qwen35_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
                 _TensorSpec(f"{blk}.ssm_norm.weight", (preset.ssm_d_state,), None),
                 _TensorSpec(f"{blk}.ssm_out.weight", (n_embd, value_dim), residual_scale / np.sqrt(value_dim)),
             ]
-        specs += [
-            _TensorSpec(f"{blk}.ffn_gate.weight", (preset.n_ff, n_embd), 1.0 / np.sqrt(n_embd)),
-            _TensorSpec(f"{blk}.ffn_up.weight", (preset.n_ff, n_embd), 1.0 / np.sqrt(n_embd)),
-            _TensorSpec(f"{blk}.ffn_down.weight", (n_embd, preset.n_ff), residual_scale / np.sqrt(preset.n_ff)),
+        specs += ffn(blk)
+    for layer in range(n_layer, n_layer + preset.n_nextn):
+        blk = f"blk.{layer}"
+        specs += norms(blk) + gated_attention(blk) + ffn(blk) + [
+            # [normed embedding; normed hidden state] (2 n_embd) -> n_embd
+            _TensorSpec(f"{blk}.nextn.eh_proj.weight", (n_embd, 2 * n_embd), 1.0 / np.sqrt(2.0 * n_embd)),
+            _TensorSpec(f"{blk}.nextn.enorm.weight", (n_embd,), None),
+            _TensorSpec(f"{blk}.nextn.hnorm.weight", (n_embd,), None),
         ]
     return specs + _output_specs(preset)
 
 
 def _nemotron_h_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
     """nemotron_h (llama_model_nemotron_h::load_arch_tensors): each layer one norm and one of a Mamba-2
-    mixer, attention without rope, biases or q/k norms, or an MLP of up and down projections."""
+    mixer, attention without rope, biases or q/k norms, or an MLP of up and down projections
+    (nemotron_h_moe: relu^2 experts beside a shared expert)."""
     n_embd, d_inner, n_heads = preset.n_embd, preset.ssm_d_inner, preset.ssm_dt_rank
     bc_dim = 2 * preset.ssm_n_group * preset.ssm_d_state
     n_q = preset.n_head * preset.head_dim
@@ -741,6 +856,10 @@ def _nemotron_h_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
             specs.append(_TensorSpec(f"{blk}.attn_output.weight", (n_embd, n_q), residual_scale / np.sqrt(n_q)))
             continue
         specs.append(_TensorSpec(f"{blk}.attn_norm.weight", (n_embd,), None))
+        if kind == MOE_LAYER:
+            specs += _expert_specs(preset, blk, residual_scale, biases=False)
+            specs += _shared_expert_specs(preset, blk, residual_scale)
+            continue
         if kind == MLP_LAYER:
             specs += [
                 _TensorSpec(f"{blk}.ffn_up.weight", (preset.n_ff, n_embd), 1.0 / np.sqrt(n_embd)),
@@ -801,13 +920,14 @@ def _add_metadata(writer: gguf.GGUFWriter, preset: Preset, seed: int, n_layer: i
     writer.add_file_type(int(file_type))
     writer.add_context_length(preset.context_length)
     writer.add_embedding_length(preset.n_embd)
-    writer.add_block_count(draft_layers or n_layer)
+    writer.add_block_count(draft_layers or n_layer + preset.n_nextn)
     writer.add_head_count(preset.n_head)
-    if preset.architecture == NEMOTRON_H:
+    if preset.architecture in _MAMBA2_ARCHITECTURES:
         # Per-layer arrays, as conversions write them: llama.cpp takes a layer with neither an FFN
-        # nor KV heads for Mamba-2, one with KV heads and no FFN for attention, one with an FFN for an MLP.
+        # nor KV heads for Mamba-2, one with KV heads and no FFN for attention, one with an FFN for an MLP
+        # (for experts, where the model has them).
         kinds = preset.layer_kinds(n_layer)
-        writer.add_feed_forward_length([preset.n_ff if kind == MLP_LAYER else 0 for kind in kinds])
+        writer.add_feed_forward_length([preset.n_ff if kind in (MLP_LAYER, MOE_LAYER) else 0 for kind in kinds])
         writer.add_head_count_kv([preset.n_head_kv if kind == ATTENTION_LAYER else 0 for kind in kinds])
     else:
         writer.add_feed_forward_length(preset.n_ff)
@@ -815,7 +935,7 @@ def _add_metadata(writer: gguf.GGUFWriter, preset: Preset, seed: int, n_layer: i
     writer.add_key_length(preset.head_dim)
     writer.add_value_length(preset.head_dim)
     # nemotron_h has no rope.
-    if preset.architecture != NEMOTRON_H:
+    if preset.architecture not in _MAMBA2_ARCHITECTURES:
         writer.add_rope_dimension_count(preset.rope_dim or preset.head_dim)
         writer.add_rope_freq_base(preset.rope_freq_base)
     if preset.rope_sections:
@@ -836,6 +956,12 @@ def _add_metadata(writer: gguf.GGUFWriter, preset: Preset, seed: int, n_layer: i
         writer.add_expert_feed_forward_length(preset.n_ff_exp)
     if preset.n_ff_shexp:
         writer.add_expert_shared_feed_forward_length(preset.n_ff_shexp)
+    if preset.architecture == NEMOTRON_H_MOE:
+        writer.add_expert_shared_count(1)
+        writer.add_expert_weights_norm(preset.expert_weights_norm)
+        writer.add_expert_weights_scale(preset.expert_weights_scale)
+    if preset.n_nextn:
+        writer.add_nextn_predict_layers(preset.n_nextn)
     if preset.sliding_window:
         writer.add_sliding_window(preset.sliding_window)
     if preset.rope_scaling_factor:
