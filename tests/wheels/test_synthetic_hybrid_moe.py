@@ -275,15 +275,20 @@ def server_venv(tmp_path_factory: pytest.TempPathFactory, cpu_wheel: Path) -> Pa
 def test_llama_server_drafting_with_the_mtp_head_gives_plain_greedy_tokens(
         switch_on: bool, identical: bool, quantized: dict[str, tuple[Path, Path]], server_venv: Path,
         tmp_path: Path) -> None:
-    """The wheel's llama-server with --spec-type draft-mtp on tiny-qwen35moe: the model's own MTP block drafts
-    up to 8 tokens and the target verifies them. With the switch on each greedy reply is the plain server's,
+    """The wheel's llama-server with --spec-type draft-mtp on tiny-qwen35moe: the model's own MTP block (which
+    sees the next token's embedding, so it agrees with the trunk now and then) drafts up to 8 tokens and the
+    target verifies them. With the switch on each greedy reply is the plain server's,
     token for token; off (the control) they part."""
     target, _ = quantized["tiny-qwen35moe"]
     state = server_exact.switch_state(server_venv, target, tmp_path, switch_on=switch_on, prompts=SERVER_PROMPTS,
                                       n_predict=200, draft_n_max=8, banned=BYTE_TOKENS, mtp=True)
     for run in (state["draft"], state["plain"]):
         assert run.failure is None and run.served == len(SERVER_PROMPTS), (run.failure, run.log_tail)
-    assert state["draft"].speculative and sum(answer.draft_n for answer in state["draft"].answers) > 0
+    # Some drafts accepted, most rejected (about 5% accepted on the CPU): verify batches keep part of what they
+    # drafted, and the recurrent state is restored to a point inside them.
+    drafted = sum(answer.draft_n for answer in state["draft"].answers)
+    accepted = sum(answer.draft_n_accepted for answer in state["draft"].answers)
+    assert state["draft"].speculative and 0 < accepted < drafted, (accepted, drafted)
     if identical:
         assert state["identical"] == state["compared"] == len(SERVER_PROMPTS), state["per_prompt"]
     else:

@@ -416,6 +416,8 @@ BIAS_STD = 0.1
 # the softmax, which have about unit scale (q and k are unit-scale, divided by
 # sqrt(head_dim)).
 SINK_STD = 1.0
+# What the synthetic MTP block writes beside the next token's embedding, relative to a trunk layer's writes.
+MTP_WRITE_SCALE = 0.1
 # nemotron_h_moe's per-expert score bias, added to sigmoid scores in (0, 1) to pick the experts: on the
 # scale of the scores' own spread, so that it moves the choice without deciding it alone.
 EXPERT_SCORE_BIAS_STD = 0.1
@@ -544,6 +546,9 @@ class _TensorSpec:
     # Drawn uniformly from [low, high) instead (std None, F32): the recurrent layers'
     # decay rates and time-step biases, which need one sign or a range, not a spread about zero.
     uniform: tuple[float, float] | None = None
+    # Added to the normal draw's leading square block (a matrix that passes its first inputs through):
+    # the MTP block's eh_proj, so that the draft head sees the next token's embedding.
+    identity: float = 0.0
 
     @property
     def dtype(self) -> type[np.floating]:
@@ -776,7 +781,8 @@ def _qwen35_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
     value_dim = preset.ssm_d_inner
     # The convolution runs over q, k and v together, as attn_qkv produces them.
     conv_dim = 2 * key_dim + value_dim
-    residual_scale = 1.0 / np.sqrt(2.0 * n_layer)
+    trunk_residual_scale = 1.0 / np.sqrt(2.0 * n_layer)
+    residual_scale = trunk_residual_scale
 
     def gated_attention(blk: str) -> list[_TensorSpec]:
         return [
@@ -827,11 +833,16 @@ def _qwen35_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
                 _TensorSpec(f"{blk}.ssm_out.weight", (n_embd, value_dim), residual_scale / np.sqrt(value_dim)),
             ]
         specs += ffn(blk)
+    # The MTP block as a draft head that agrees with the trunk part of the time, as a trained one does: its
+    # eh_proj passes the next token's normed embedding through and its own layer writes little, so it
+    # predicts what the embedding alone points to, which the trunk's layers then move more or less.
+    residual_scale = trunk_residual_scale * MTP_WRITE_SCALE
     for layer in range(n_layer, n_layer + preset.n_nextn):
         blk = f"blk.{layer}"
         specs += norms(blk) + gated_attention(blk) + ffn(blk) + [
             # [normed embedding; normed hidden state] (2 n_embd) -> n_embd
-            _TensorSpec(f"{blk}.nextn.eh_proj.weight", (n_embd, 2 * n_embd), 1.0 / np.sqrt(2.0 * n_embd)),
+            _TensorSpec(f"{blk}.nextn.eh_proj.weight", (n_embd, 2 * n_embd), MTP_WRITE_SCALE / np.sqrt(2.0 * n_embd),
+                        identity=1.0),
             _TensorSpec(f"{blk}.nextn.enorm.weight", (n_embd,), None),
             _TensorSpec(f"{blk}.nextn.hnorm.weight", (n_embd,), None),
         ]
@@ -908,6 +919,9 @@ def _materialize(spec: _TensorSpec, seed: int) -> np.ndarray:
         chunk = rng.standard_normal(count, dtype=np.float32)
         chunk *= std
         flat[start:start + count] = chunk
+    if spec.identity:
+        rows = min(spec.shape[0], spec.shape[-1])
+        out[np.arange(rows), np.arange(rows)] += spec.identity
     return out
 
 
