@@ -248,11 +248,22 @@ window-replay)
             --seed "$seed" --quant Q4_K_M --out "$model" > /dev/null || exit 1
         name=window-$preset-${depth}l-$kv$([ -n "$guard" ] && echo -unguarded || echo -guarded)${diag:+-$diag}
         t=$(date +%s)
+        # Few files come back from a call: each run's report and log stay in /tmp/window, one JSON of them all in $OUT.
+        mkdir -p /tmp/window
         env GGML_BATCH_INVARIANT=1 "${vars[@]}" timeout 240 "$VENV/bin/hiraishin-replay" replay --model "$model" ${guard:+"$guard"} "${extra[@]}" --batches 3,5,7,8,12,15 \
-            --cache-type-k "$kv" --cache-type-v "$kv" --n-gen 600 --expect identical --json "$OUT/$name.json" \
-            > "$OUT/$name.log" 2>&1 || rc=1
-        echo "== $name in $(( $(date +%s) - t ))s: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print({x["b"]: (x["positions_differ"], x.get("first_diff_pos")) for x in r["results"]})' "$OUT/$name.json" 2>&1)"
+            --cache-type-k "$kv" --cache-type-v "$kv" --n-gen 600 --expect identical --json "/tmp/window/$name.json" \
+            > "/tmp/window/$name.log" 2>&1 || rc=1
+        echo "== $name in $(( $(date +%s) - t ))s: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print({x["b"]: (x["positions_differ"], x.get("first_diff_pos")) for x in r["results"]})' "/tmp/window/$name.json" 2>&1)"
     done
+    python3 - "$OUT/window-replay.json" /tmp/window/*.json <<'PY'
+import json, pathlib, sys
+runs = {}
+for path in map(pathlib.Path, sys.argv[2:]):
+    log = path.with_suffix(".log")
+    runs[path.stem] = {"report": json.loads(path.read_text()),
+                       "log_tail": log.read_text(errors="replace").splitlines()[-20:] if log.is_file() else []}
+pathlib.Path(sys.argv[1]).write_text(json.dumps(runs, indent=1))
+PY
     exit $rc
     ;;
 experts-cpu)

@@ -422,6 +422,10 @@ def run_case(case: Case, model: Path, args: argparse.Namespace, json_dir: Path, 
         command += ["--ngl", str(case.gpu_layers)]
     if case.experts_on_cpu:
         command += ["--cpu-moe"]
+    if not args.window_guard:
+        # Verify batches that cross multiples of 256 KV cells, as a caller that does not cut them makes
+        # (its own verify loop, a prompt continuing a cached prefix): no model may need the cut to be exact.
+        command += ["--no-256-guard"]
     # Which case, of how many: a CUDA run takes minutes, and `hiraishin smoke` shows the count from this line.
     print(f"running {case.name} ({number}/{total}) ...", flush=True)
     started = time.monotonic()
@@ -658,6 +662,10 @@ def build_parser() -> ArgumentParser:
                              f"request alone; on CUDA a KV stream per slot and {SLOTS_RUNS['cuda'].n_prompt}-token "
                              "prompts, on the CPU the unified KV cache; a control each. Reported, not judged, unless "
                              "the build lists the backend under exact_slots_backends")
+    parser.add_argument("--window-guard", action=argparse.BooleanOptionalAction, default=False,
+                        help="cut verify batches at multiples of 256 KV cells, as llama-server and "
+                             "llama-speculative-simple do (default: off, so batches cross those windows and a "
+                             "kernel whose result follows the ubatch's KV length shows)")
     parser.add_argument("--allow-cpu", action="store_true", help="with a CUDA wheel and no GPU, test the CPU backend instead of failing")
     return parser
 
