@@ -20,9 +20,15 @@ def test_hybrid_cases_are_reported_until_the_build_claims_hybrids(monkeypatch: p
     claim(monkeypatch, CPU_BUILD)
     assert names(smoke.hybrid_cases("cpu")) == [
         ("tiny-qwen35 Q4_K_M kv=f16 switch on", "none"), ("tiny-qwen35 Q4_K_M kv=f16 switch off", "none"),
-        ("tiny-nemotron-h Q4_K_M kv=f16 switch on", "none"), ("tiny-nemotron-h Q4_K_M kv=f16 switch off", "none")]
+        ("tiny-nemotron-h Q4_K_M kv=f16 switch on", "none"), ("tiny-nemotron-h Q4_K_M kv=f16 switch off", "none"),
+        ("tiny-qwen35moe Q4_K_M kv=f16 switch on", "none"), ("tiny-qwen35moe Q4_K_M kv=f16 switch off", "none"),
+        ("tiny-nemotron-h-moe Q4_K_M kv=f16 switch on", "none"),
+        ("tiny-nemotron-h-moe Q4_K_M kv=f16 switch off", "none")]
+    # the hybrids with experts are judged only where the build claims MoE models exact too
     claim(monkeypatch, {**CPU_BUILD, "exact_hybrid_backends": ["cpu"]})
-    assert [case.expect for case in smoke.hybrid_cases("cpu")] == ["identical", "differ"] * 2
+    assert [case.expect for case in smoke.hybrid_cases("cpu")] == ["identical", "differ"] * 2 + ["none"] * 4
+    claim(monkeypatch, {**CPU_BUILD, "exact_hybrid_backends": ["cpu"], "exact_moe_backends": ["cpu"]})
+    assert [case.expect for case in smoke.hybrid_cases("cpu")] == ["identical", "differ"] * 4
     # a claim for a backend the build is not exact on at all counts for nothing
     claim(monkeypatch, {"recipe": "cpu", "exact_backends": [], "exact_hybrid_backends": ["cpu"]})
     assert {case.expect for case in smoke.hybrid_cases("cpu")} == {"none"}
@@ -43,12 +49,10 @@ def test_every_hybrid_model_reaches_its_recurrent_and_its_attention_layers(backe
         preset = synthetic.get_preset(model.preset)
         assert preset.architecture in synthetic.HYBRID_ARCHITECTURES, model
         assert model.n_layer <= preset.n_layer, model
-        if preset.architecture == synthetic.QWEN35:
-            # every full_attention_interval-th layer is attention, the rest gated delta nets
-            assert model.n_layer >= preset.full_attention_interval, model
-        else:
-            kinds = preset.layer_pattern[:model.n_layer]
-            assert "M" in kinds and "*" in kinds, (model, kinds)
+        kinds = preset.layer_kinds(model.n_layer)
+        assert "M" in kinds and "*" in kinds, (model, kinds)
+        # the expert layers too, where the model has them (qwen35moe: every layer's FFN; nemotron-h-moe: "E")
+        assert not preset.is_moe or preset.architecture == synthetic.QWEN35MOE or "E" in kinds, (model, kinds)
     assert all(case.n_gen == smoke.HYBRID_N_GEN and case.hybrid for case in smoke.hybrid_cases(backend))
     # 200 tokens after the 64-token prompt cross KV cell 256, where verify batches are cut
     assert smoke.DEFAULT_N_PROMPT + smoke.HYBRID_N_GEN > 256
@@ -56,7 +60,7 @@ def test_every_hybrid_model_reaches_its_recurrent_and_its_attention_layers(backe
 
 def test_the_cuda_hybrids_have_the_real_shapes() -> None:
     presets = {model.preset for model in smoke.HYBRID_MODELS["cuda"]}
-    assert presets == {"qwen35", "nemotron-h"}
+    assert presets == {"qwen35", "nemotron-h", "qwen35moe", "nemotron-h-moe"}
     assert not any(name.startswith("tiny-") for name in presets)
 
 
@@ -65,16 +69,19 @@ def test_the_default_cpu_run_ends_with_the_hybrid_cases(stand_in: Path, made_mod
     code, out, err, report = run(tmp_path, capsys, "--batches", "2", "--no-slots")
     assert code == 0, out + err
     assert made_models == [("qwen3-8b", 1, ("Q4_K_M",)), ("qwen3moe", 1, ("Q4_K_M",)),
-                           ("tiny-qwen35", 4, ("Q4_K_M",)), ("tiny-nemotron-h", 5, ("Q4_K_M",))]
+                           ("tiny-qwen35", 4, ("Q4_K_M",)), ("tiny-nemotron-h", 5, ("Q4_K_M",)),
+                           ("tiny-qwen35moe", 4, ("Q4_K_M",)), ("tiny-nemotron-h-moe", 5, ("Q4_K_M",))]
     assert [(c["name"], c["expect"], c["hybrid"]) for c in report["cases"]][4:] == [
-        ("tiny-qwen35 Q4_K_M kv=f16 switch on", "none", True), ("tiny-qwen35 Q4_K_M kv=f16 switch off", "none", True),
-        ("tiny-nemotron-h Q4_K_M kv=f16 switch on", "none", True),
-        ("tiny-nemotron-h Q4_K_M kv=f16 switch off", "none", True)]
+        (f"{preset} Q4_K_M kv=f16 switch {switch}", "none", True)
+        for preset in ("tiny-qwen35", "tiny-nemotron-h", "tiny-qwen35moe", "tiny-nemotron-h-moe")
+        for switch in ("on", "off")]
     hybrid_case = report["cases"][4]
     assert hybrid_case["report"]["args"][hybrid_case["report"]["args"].index("--n-gen") + 1] == "200"
-    assert report["hybrid"] == {"cases": 4, "exact_hybrid_backends": [],
-                                "synthetic": [{"preset": "tiny-qwen35", "quant": "Q4_K_M", "n_layer": 4},
-                                              {"preset": "tiny-nemotron-h", "quant": "Q4_K_M", "n_layer": 5}]}
+    assert report["hybrid"] == {"cases": 8, "exact_hybrid_backends": [],
+                                "synthetic": [{"preset": preset, "quant": "Q4_K_M", "n_layer": n_layer, "kv_types": ["f16"]}
+                                              for preset, n_layer in (("tiny-qwen35", 4), ("tiny-nemotron-h", 5),
+                                                                      ("tiny-qwen35moe", 4),
+                                                                      ("tiny-nemotron-h-moe", 5))]}
     assert "hybrid cases are reported, not judged" in out
     assert not any(c["hybrid"] for c in report["cases"][:4])
 
@@ -85,7 +92,7 @@ def test_a_claimed_backend_judges_its_hybrid_cases(stand_in: Path, made_models: 
     claim(monkeypatch, {**CPU_BUILD, "exact_hybrid_backends": ["cpu"]})
     code, out, err, report = run(tmp_path, capsys, "--batches", "2", "--no-moe")
     assert code == 0, out + err
-    assert [c["expect"] for c in report["cases"] if c["hybrid"]] == ["identical", "differ"] * 2
+    assert [c["expect"] for c in report["cases"] if c["hybrid"]] == ["identical", "differ"] * 2 + ["none"] * 4
     assert "hybrid cases are reported" not in out
 
 
@@ -93,7 +100,8 @@ def test_the_cuda_run_makes_the_full_shaped_hybrids(on_cuda: Path, made_models: 
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err, report = run(tmp_path, capsys, "--kv", "f16", "--quants", "Q4_K_M", "--batches", "2", "--no-moe")
     assert code == 0, out + err
-    assert made_models[1:] == [("qwen35", 4, ("Q4_K_M",)), ("nemotron-h", 8, ("Q4_K_M",))]
+    assert made_models[1:] == [("qwen35", 4, ("Q4_K_M",)), ("nemotron-h", 8, ("Q4_K_M",)),
+                               ("qwen35moe", 4, ("Q4_K_M",)), ("nemotron-h-moe", 6, ("Q4_K_M",))]
     assert report["models"]["nemotron-h Q4_K_M"].endswith("nemotron-h-8l-seed1-Q4_K_M.gguf")
 
 

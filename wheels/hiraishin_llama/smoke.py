@@ -140,14 +140,23 @@ class HybridModel:
     quant: str
     n_layer: int
     """Enough layers for every kind the preset has: qwen35's fourth is its first full-attention layer;
-    nemotron-h's pattern reaches attention at its eighth (M-M-M-M*)."""
+    nemotron-h's pattern reaches attention at its eighth (M-M-M-M*), nemotron-h-moe's at its sixth (MEMEM*)."""
+    kv_types: tuple[str, ...] = ("f16",)
+    """A hybrid with experts also gets, on CUDA, a case with its experts on the CPU (--cpu-moe) and its control."""
 
 
 HYBRID_MODELS: dict[str, tuple[HybridModel, ...]] = {
-    "cuda": (HybridModel("qwen35", "Q4_K_M", n_layer=4), HybridModel("nemotron-h", "Q4_K_M", n_layer=8)),
+    # The two models this fork's users run (Qwen3.6-35B-A3B, Nemotron-3-Nano-30B-A3B) at their real shapes,
+    # with a quantized KV cache beside f16: qwen35moe's 4 layers hold 256 experts each (1.8 GB at Q4_K_M), and
+    # its MTP block is written too, though the replay does not run it.
+    "cuda": (HybridModel("qwen35", "Q4_K_M", n_layer=4), HybridModel("nemotron-h", "Q4_K_M", n_layer=8),
+             HybridModel("qwen35moe", "Q4_K_M", n_layer=4, kv_types=("f16", "q8_0")),
+             HybridModel("nemotron-h-moe", "Q4_K_M", n_layer=6, kv_types=("f16", "q8_0"))),
     # Row lengths of 256 and the real head sizes (GDN heads of 128, Mamba-2 state 128): the CPU's recurrent
     # kernels loop over heads and states, so the tiny presets reach the same code at a small cost.
-    "cpu": (HybridModel("tiny-qwen35", "Q4_K_M", n_layer=4), HybridModel("tiny-nemotron-h", "Q4_K_M", n_layer=5)),
+    "cpu": (HybridModel("tiny-qwen35", "Q4_K_M", n_layer=4), HybridModel("tiny-nemotron-h", "Q4_K_M", n_layer=5),
+            HybridModel("tiny-qwen35moe", "Q4_K_M", n_layer=4),
+            HybridModel("tiny-nemotron-h-moe", "Q4_K_M", n_layer=5)),
 }
 
 
@@ -338,8 +347,8 @@ def moe_cases(backend: str) -> list[Case]:
 def hybrid_cases(backend: str) -> list[Case]:
     """The default run's hybrid cases (HYBRID_MODELS), after the mixture-of-experts ones."""
     return [case for model in HYBRID_MODELS[backend]
-            for case in default_cases(backend, [model.quant], ["f16"], preset=model.preset, n_gen=HYBRID_N_GEN,
-                                      hybrid=True)]
+            for case in default_cases(backend, [model.quant], list(model.kv_types), preset=model.preset,
+                                      n_gen=HYBRID_N_GEN, hybrid=True, moe=preset_is_moe(model.preset))]
 
 
 def preset_is_hybrid(preset: str) -> bool:
@@ -550,7 +559,8 @@ def render_table(results: list[CaseResult], batches: list[int]) -> str:
     if any(result.case.slots and result.case.expect == "none" for result in results):
         lines.append("slots cases are reported, not judged: this build does not claim several sequences side by side "
                      "exact on this backend (its build info lists no exact_slots_backends for it)")
-    if any(result.case.hybrid and result.case.expect == "none" for result in results):
+    # A hybrid with experts that is not judged says so by the mixture-of-experts line where MoE is not claimed.
+    if any(result.case.hybrid and result.case.expect == "none" and not result.case.moe for result in results):
         lines.append("hybrid cases are reported, not judged: this build does not claim models with recurrent layers "
                      "exact on this backend (its build info lists no exact_hybrid_backends for it)")
     return "\n".join(lines)
@@ -648,9 +658,13 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--hybrid", action=argparse.BooleanOptionalAction, default=None,
                         help="run the hybrid cases (recurrent layers between attention layers) after the "
                              "mixture-of-experts ones (default: on; --no-hybrid leaves them out): on CUDA qwen35 and "
-                             "nemotron-h Q4_K_M at their real shapes, 4 and 8 layers; on the CPU tiny-qwen35 and "
-                             f"tiny-nemotron-h Q4_K_M; KV f16, {HYBRID_N_GEN} generated tokens, a control each. "
-                             "Reported, not judged, unless the build lists the backend under exact_hybrid_backends")
+                             "nemotron-h Q4_K_M at their real shapes, 4 and 8 layers, KV f16, and their versions with "
+                             "experts, qwen35moe (Qwen3.6-35B-A3B) and nemotron-h-moe (Nemotron-3-Nano-30B-A3B), 4 and "
+                             "6 layers, KV f16 and q8_0 and their experts on the CPU; on the CPU tiny-qwen35, "
+                             "tiny-nemotron-h, tiny-qwen35moe and tiny-nemotron-h-moe Q4_K_M, KV f16; "
+                             f"{HYBRID_N_GEN} generated tokens, a control each. Reported, not judged, unless the build "
+                             "lists the backend under exact_hybrid_backends (and, for those with experts, "
+                             "exact_moe_backends)")
     parser.add_argument("--types", action=argparse.BooleanOptionalAction, default=None,
                         help="on CUDA, run a model of each of the weight types " + ", ".join(TYPE_QUANTS["cuda"])
                              + " after the main ones, KV f16 and a control each (default: on where --quants is "
