@@ -6,6 +6,7 @@
 #
 #   gpu_session.sh build SDIST     # starts the build (wheel + op tests), waits up to ~9 min
 #   gpu_session.sh wait            # waits for a build still running
+#   gpu_session.sh optests-only SDIST [RE]  # no wheel: test-backend-ops alone for 90-real, its batch-invariance cases matching RE
 #   gpu_session.sh optests [bi]    # test-backend-ops and test-batch-invariance on CUDA0 (bi: the batch-invariance cases only)
 #   gpu_session.sh optests types   # the batch-invariance families over ggml's type table, switch on and a control
 #   gpu_session.sh optests match RE  # every batch-invariance case whose name matches RE, switch on and off
@@ -84,6 +85,30 @@ build)
     rc=$?
     tail -5 /tmp/wheel.out
     exit $rc
+    ;;
+optests-only)
+    # optests-only SDIST RE: no wheel, only test-backend-ops (and the CUDA backend it links) for 90-real from the
+    # sdist's llama.cpp tree, then its batch-invariance cases matching RE with the switch on and off: a kernel
+    # change checked on the op tests in about half a wheel build's time, when little device time is left.
+    unpack_sdist "$2" || exit 1
+    nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv | tee "$OUT/gpu.csv"
+    t=$(date +%s)
+    cmake -S "$SRC/llama.cpp" -B /tmp/optests-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+        -DCMAKE_CUDA_ARCHITECTURES=90-real -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=ON -DLLAMA_CURL=OFF \
+        > "$OUT/optests-only-configure.log" 2>&1 || { tail -20 "$OUT/optests-only-configure.log"; exit 1; }
+    setsid bash -c "ninja -C /tmp/optests-build test-backend-ops > /tmp/optests-only-build.log 2>&1; echo \$? > /tmp/optests-only.rc" < /dev/null &
+    while [ ! -f /tmp/optests-only.rc ]; do
+        sleep 20; echo "$(date +%T) $(grep -o '^\[[0-9]*/[0-9]*\]' /tmp/optests-only-build.log | tail -1)"
+    done
+    [ "$(cat /tmp/optests-only.rc)" = 0 ] || { tail -20 /tmp/optests-only-build.log; exit 1; }
+    echo "built test-backend-ops in $(( $(date +%s) - t ))s"
+    bi_ops=FLASH_ATTN_EXT_BATCH_INVARIANCE,FLASH_ATTN_EXT_KV_LENGTH_INVARIANCE,MUL_MAT_BATCH_INVARIANCE,FFN_BATCH_INVARIANCE
+    for setting in on:1 off:0; do
+        name=optests-only-${setting%%:*}
+        GGML_BATCH_INVARIANT=${setting#*:} timeout 300 /tmp/optests-build/bin/test-backend-ops -b CUDA0 -o "$bi_ops" \
+            -p "${3:-hs=256}" > "$OUT/$name.txt" 2>&1
+        echo "$name rc=$?: $(grep -E 'tests passed' "$OUT/$name.txt" | tr '\n' ' ') failing: $(grep -c FAIL "$OUT/$name.txt")"
+    done
     ;;
 wait)
     wait_for_build 540 "$WHEEL_DIR/build-$RECIPE.log"; rc=$?
