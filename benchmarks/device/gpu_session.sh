@@ -262,11 +262,11 @@ window-replay)
         "qwen35:$layers:5252:--no-256-guard:no-fusion" "qwen35:$layers:5252:--no-256-guard:no-graphs")
     for spec in "${specs[@]}"; do
         IFS=: read -r preset depth seed guard diag <<< "$spec"
-        extra=(); vars=()
+        extra=(); diag_env=()
         case $diag in
             fa-off) extra=(--fa off) ;;
-            no-fusion) vars=(GGML_CUDA_DISABLE_FUSION=1) ;;
-            no-graphs) vars=(GGML_CUDA_DISABLE_GRAPHS=1) ;;
+            no-fusion) diag_env=(GGML_CUDA_DISABLE_FUSION=1) ;;
+            no-graphs) diag_env=(GGML_CUDA_DISABLE_GRAPHS=1) ;;
         esac
         model=$models/$preset-${depth}l-seed$seed-Q4_K_M.gguf
         [ -f "$model" ] || "$VENV/bin/python" -m hiraishin_llama.synthetic --preset "$preset" --n-layer "$depth" \
@@ -275,7 +275,7 @@ window-replay)
         t=$(date +%s)
         # Few files come back from a call: each run's report and log stay in /tmp/window, one JSON of them all in $OUT.
         mkdir -p /tmp/window
-        env GGML_BATCH_INVARIANT=1 "${vars[@]}" timeout 240 "$VENV/bin/hiraishin-replay" replay --model "$model" ${guard:+"$guard"} "${extra[@]}" --batches 3,5,7,8,12,15 \
+        env GGML_BATCH_INVARIANT=1 "${diag_env[@]}" timeout 240 "$VENV/bin/hiraishin-replay" replay --model "$model" ${guard:+"$guard"} "${extra[@]}" --batches 3,5,7,8,12,15 \
             --cache-type-k "$kv" --cache-type-v "$kv" --n-gen 600 --expect identical --json "/tmp/window/$name.json" \
             > "/tmp/window/$name.log" 2>&1 || rc=1
         echo "== $name in $(( $(date +%s) - t ))s: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print({x["b"]: (x["positions_differ"], x.get("first_diff_pos")) for x in r["results"]})' "/tmp/window/$name.json" 2>&1)"
