@@ -124,3 +124,21 @@ def test_the_readme_command_with_several_slots_drafts_on_every_slot(server_venv:
     text = log.read_text(errors="replace")
     assert not any(mark in text for mark in NOT_COVERED), [line for line in text.splitlines()
                                                             if any(mark in line for mark in NOT_COVERED)]
+
+
+@pytest.mark.parametrize(("slots", "warned"), [(4, True), (1, False)])
+def test_a_sliding_window_model_with_several_slots_says_at_start_that_it_is_not_covered(
+        slots: int, warned: bool, server_venv: Path, quantizer: Path, tmp_path: Path) -> None:
+    """A model with sliding-window layers (tiny-gpt-oss, a window of 32) keeps a KV cache the slots share that the
+    mode does not cover with several slots: llama-server says so once at start with -np 4, and not with -np 1."""
+    from hiraishin_llama import synthetic
+
+    f16 = synthetic.make_model("tiny-gpt-oss", seed=1, n_layer=None, out_path=tmp_path / "swa.gguf")
+    model = synthetic.quantize(f16, tmp_path / "swa-Q8_0.gguf", "Q8_0", quantizer)
+    log = tmp_path / f"np{slots}.log"
+    with llama_server(server_venv, ["-m", str(model), "-c", "2048", "-np", str(slots), "-t", "2"], log):
+        pass
+    said = [line for line in log.read_text(errors="replace").splitlines() if "sliding-window attention layers" in line]
+    assert len(said) == (1 if warned else 0), said
+    if warned:
+        assert f"-np {slots}" in said[0] and "may depend on the requests beside it" in said[0] and "-np 1" in said[0]

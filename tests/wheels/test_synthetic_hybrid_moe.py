@@ -18,7 +18,7 @@ import pytest
 
 from hiraishin_llama import synthetic
 
-from tests.helpers import fresh_venv, load_benchmark
+from tests.helpers import load_benchmark
 from tests.wheels.synthetic_checks import (assert_deterministic, assert_draws_do_not_depend_on_layer_count,
                                           assert_replay_on_the_cpu, embedding_and_output_layout, make_models,
                                           metadata_field, tensor_layout)
@@ -262,13 +262,6 @@ server_exact = load_benchmark("server_exact")
 # refuses such a reply, so no request may generate them.
 BYTE_TOKENS = tuple(range(3, 3 + synthetic.N_BYTE_TOKENS))
 SERVER_PROMPTS = server_exact.PROMPTS[:2]
-
-
-@pytest.fixture(scope="module")
-def server_venv(tmp_path_factory: pytest.TempPathFactory, cpu_wheel: Path) -> Path:
-    venv = fresh_venv(tmp_path_factory.mktemp("moe-hybrid-server") / "venv")
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(cpu_wheel)], check=True)
-    return venv
 
 
 @pytest.mark.parametrize(("switch_on", "identical"), [(True, True), (False, False)], ids=["on", "off"])
