@@ -257,6 +257,43 @@ def test_speculation_on_a_tiny_moe_hybrid_rolls_rejected_drafts_back_exactly(
         assert 0 < row["acceptance_rate"] < 1 and row["checkpoint_restores"] > 0, row
 
 
+@pytest.mark.parametrize(("n_draft", "switch", "identical"), [(1, "1", True), (15, "1", True), (8, "0", False)])
+def test_hiraishin_replay_drafting_with_the_mtp_block_gives_plain_greedy_tokens(
+        n_draft: int, switch: str, identical: bool, replay_tool: Path, quantized: dict[str, tuple[Path, Path]],
+        tmp_path: Path) -> None:
+    """hiraishin-replay spec --mtp: tiny-qwen35moe's MTP block drafts (mirroring every target batch beside the
+    target's hidden states, as llama-server's draft-mtp does), verify batches are not cut at 256 cells, and each
+    rejection restores the recurrent state from a checkpoint. Switch on: the plain greedy tokens for 600 tokens at
+    draft lengths 1 and 15; off (the control): they part."""
+    report = tmp_path / "spec.json"
+    result = subprocess.run([str(replay_tool), "spec", "--model", str(quantized["tiny-qwen35moe"][0]), "--mtp",
+                             "--no-256-guard", "--n-draft", str(n_draft), "--n-gen", "600", "--prompts", "2",
+                             "--threads", "2", "--expect", "identical" if identical else "differ",
+                             "--json", str(report)],
+                            check=False, capture_output=True, text=True, timeout=900,
+                            env={**os.environ, "GGML_BATCH_INVARIANT": switch})
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(report.read_text())
+    assert data["mtp"] and not data["self_draft"] and not data["guard_256"]
+    for row in data["results"]:
+        assert row["tokens_compared"] == 600 and 0 < row["acceptance_rate"] < 1, row
+        assert row["checkpoint_restores"] > 0, row
+    assert all(row["identical"] for row in data["results"]) == identical, data["results"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--draft-model", "x.gguf"], "--mtp drafts with the model's own MTP block; leave out --draft-model"),
+    ([], "has no MTP block"),
+])
+def test_hiraishin_replay_refuses_mtp_it_cannot_run(args: list[str], message: str, replay_tool: Path,
+                                                    quantized: dict[str, tuple[Path, Path]]) -> None:
+    # the second case: tiny-nemotron-h-moe has no MTP block
+    result = subprocess.run([str(replay_tool), "spec", "--model", str(quantized["tiny-nemotron-h-moe"][0]), "--mtp",
+                             "--n-gen", "8", "--threads", "2", *args], check=False, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 2 and message in result.stderr, result.stdout + result.stderr
+
+
 server_exact = load_benchmark("server_exact")
 # The synthetic vocabulary's byte tokens: a lone byte's piece is not UTF-8, and llama-server's reply parser
 # refuses such a reply, so no request may generate them.

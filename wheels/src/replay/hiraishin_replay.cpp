@@ -60,6 +60,12 @@
 #include <utility>
 #include <vector>
 
+// llama.cpp's staging API for multi-token prediction (src/llama-ext.h, C++ linkage, exported by libllama):
+// the hidden state an MTP block reads beside the next token, for every row of a batch (masked = false) or
+// for the rows with logits (masked = true).
+LLAMA_API void llama_set_embeddings_nextn(struct llama_context * ctx, bool value, bool masked);
+LLAMA_API float * llama_get_embeddings_nextn_ith(struct llama_context * ctx, int32_t i);
+
 // The wheel's version and patched commit, passed by the build (src/replay/CMakeLists.txt).
 #ifndef HIRAISHIN_VERSION
 #define HIRAISHIN_VERSION "0+source"
@@ -234,6 +240,7 @@ struct Options {
 
     // spec
     std::string draft_model_path;  // empty: the target model drafts for itself
+    bool mtp = false;              // the target model's own MTP block drafts (Qwen3.5/3.6 nextn)
     int  n_draft   = 16;
     bool guard_256 = true;
     int  n_prompts = 1;
@@ -318,6 +325,8 @@ void print_usage(FILE * out) {
         "\n"
         "spec options:\n"
         "  --draft-model PATH       draft model (default: the target model itself)\n"
+        "  --mtp                    draft with the target model's own MTP block (Qwen3.5/3.6's nextn layer),\n"
+        "                           as llama-server --spec-type draft-mtp does, instead of a draft model\n"
         "  --n-draft N              maximum draft tokens per step (default 16; a verify batch\n"
         "                           never exceeds %d tokens)\n"
         "  --prompts K              run K prompts, seeds seed..seed+K-1 (default 1)\n"
@@ -414,6 +423,7 @@ Options parse_options(int argc, char ** argv) {
         {"--slots",         {Mode::Slots}},
         {"--kv-unified",    {Mode::Slots}},
         {"--draft-model",   {Mode::Spec}},
+        {"--mtp",           {Mode::Spec}},
         {"--n-draft",       {Mode::Spec}},
         {"--prompts",       {Mode::Spec}},
         {"--reps",          {Mode::Bench}},
@@ -532,6 +542,8 @@ Options parse_options(int argc, char ** argv) {
             opts.check_b1 = false;
         } else if (flag == "--draft-model") {
             opts.draft_model_path = value();
+        } else if (flag == "--mtp") {
+            opts.mtp = true;
         } else if (flag == "--n-draft") {
             opts.n_draft = (int) parse_integer(flag, value(), 0, 1 << 20);
         } else if (flag == "--no-256-guard") {
@@ -559,6 +571,9 @@ Options parse_options(int argc, char ** argv) {
 
     if (opts.model_path.empty()) {
         throw UsageError("--model PATH is required");
+    }
+    if (opts.mtp && !opts.draft_model_path.empty()) {
+        throw UsageError("--mtp drafts with the model's own MTP block; leave out --draft-model");
     }
     const long long n_positions = (long long) opts.n_prompt + opts.n_gen;
     if (n_positions > opts.n_ctx) {
@@ -877,8 +892,16 @@ struct Sequences {
     std::optional<bool> kv_unified;  // unset: llama.cpp's default
 };
 
-ContextPtr make_context(const Options & opts, llama_model * model, int max_batch, Sequences sequences = {}) {
+// mtp_of: a context of the model's MTP block (LLAMA_CONTEXT_TYPE_MTP) beside that target context, as
+// llama-server's --spec-type draft-mtp makes one.
+ContextPtr make_context(const Options & opts, llama_model * model, int max_batch, Sequences sequences = {},
+                        llama_context * mtp_of = nullptr) {
     llama_context_params params = llama_context_default_params();
+    if (mtp_of != nullptr) {
+        params.ctx_type  = LLAMA_CONTEXT_TYPE_MTP;
+        params.ctx_other = mtp_of;
+        params.n_rs_seq  = 0;
+    }
     // --ctx cells for each sequence, as llama-server -c N -np K gives each slot N/K
     params.n_ctx           = opts.n_ctx * (uint32_t) sequences.n_seq_max;
     // The prompt is prefilled in one batch, so one micro-batch must hold it.
@@ -1296,8 +1319,131 @@ int draft_limit_for_window(llama_pos p0) {
     return r == 0 ? 0 : kKvWindowStep - r;
 }
 
+// Drafts from the target model's own MTP block, as llama-server's draft-mtp (common/speculative.cpp) does: the
+// block reads a token beside the target's hidden state at the position before it, so every batch the target
+// decodes is mirrored into the MTP context with the target's states shifted by one row, and a draft chains
+// the block's own hidden states. Greedy: each draft token is the block's argmax.
+class MtpDrafter {
+public:
+    MtpDrafter(llama_context * target, llama_context * mtp, int n_embd, int n_vocab, int capacity)
+        : target_(target), mtp_(mtp), n_embd_(n_embd), n_vocab_(n_vocab), capacity_(capacity),
+          tokens_(capacity), embd_((size_t) capacity * n_embd), pos_(capacity), n_seq_id_(capacity, 1),
+          seq_ids_(capacity, &seq0_), logits_(capacity), pending_h_(n_embd, 0.0f) {
+        llama_set_embeddings_nextn(target_, true, /*masked*/ false);
+        llama_set_embeddings_nextn(mtp_, true, /*masked*/ true);
+    }
+
+    ~MtpDrafter() { llama_set_embeddings_nextn(target_, false, false); }
+    MtpDrafter(const MtpDrafter &) = delete;
+    MtpDrafter & operator=(const MtpDrafter &) = delete;
+
+    void reset() {
+        llama_memory_clear(llama_get_memory(mtp_), true);
+        std::fill(pending_h_.begin(), pending_h_.end(), 0.0f);
+        verify_h_.clear();
+    }
+
+    // After the target decoded `tokens` at positions first..: the MTP context takes the same tokens, each
+    // beside the target's state one row earlier (the first beside the last state of the batch before).
+    void process(const std::vector<llama_token> & tokens, llama_pos first) {
+        const int n = (int) tokens.size();
+        verify_h_.assign((size_t) n * n_embd_, 0.0f);
+        for (int i = 0; i < n; ++i) {
+            const float * h = llama_get_embeddings_nextn_ith(target_, i);
+            if (h == nullptr) {
+                throw RuntimeFailure("the target gave no MTP hidden state for row " + std::to_string(i) +
+                                     recent_llama_errors());
+            }
+            std::copy(h, h + n_embd_, verify_h_.begin() + (ptrdiff_t) i * n_embd_);
+        }
+        remove_from(mtp_, first);
+        for (int begin = 0; begin < n; begin += capacity_) {
+            const int end = std::min(n, begin + capacity_);
+            clear();
+            for (int i = begin; i < end; ++i) {
+                add(tokens[i], first + i, i == 0 ? pending_h_.data() : &verify_h_[(size_t) (i - 1) * n_embd_], false);
+            }
+            decode("mirroring a target batch");
+        }
+        pending_h_.assign(verify_h_.end() - n_embd_, verify_h_.end());
+    }
+
+    // The target accepted n drafts of the batch last processed: the next token it chose came from row n.
+    void accept(int n_accepted) {
+        const int rows = (int) (verify_h_.size() / n_embd_);
+        const int row = std::min(n_accepted, rows - 1);
+        pending_h_.assign(verify_h_.begin() + (ptrdiff_t) row * n_embd_, verify_h_.begin() + (ptrdiff_t) (row + 1) * n_embd_);
+    }
+
+    // k draft tokens after `last` at position p: the block's argmax, fed back with its own state.
+    std::vector<llama_token> draft(llama_token last, llama_pos p, int k) {
+        std::vector<llama_token> out;
+        remove_from(mtp_, p);  // a draft region of the step before, or a rejected draft's mirrored row
+        std::vector<float> h = pending_h_;
+        llama_token token = last;
+        for (int i = 0; i < k; ++i) {
+            clear();
+            add(token, p + i, h.data(), true);
+            decode("drafting");
+            token = argmax(logits_or_throw(mtp_, 0), n_vocab_);
+            out.push_back(token);
+            const float * next_h = llama_get_embeddings_nextn_ith(mtp_, 0);
+            if (next_h == nullptr) {
+                throw RuntimeFailure("the MTP block gave no hidden state" + recent_llama_errors());
+            }
+            h.assign(next_h, next_h + n_embd_);
+        }
+        return out;
+    }
+
+private:
+    void clear() { n_ = 0; }
+
+    void add(llama_token token, llama_pos pos, const float * h, bool want_logits) {
+        tokens_[n_] = token;
+        std::copy(h, h + n_embd_, embd_.begin() + (ptrdiff_t) n_ * n_embd_);
+        pos_[n_] = pos;
+        logits_[n_] = want_logits ? 1 : 0;
+        ++n_;
+    }
+
+    void decode(const char * what) {
+        // llama_batch_init makes either tokens or embeddings; the MTP block reads both.
+        llama_batch batch = {};
+        batch.n_tokens = n_;
+        batch.token    = tokens_.data();
+        batch.embd     = embd_.data();
+        batch.pos      = pos_.data();
+        batch.n_seq_id = n_seq_id_.data();
+        batch.seq_id   = seq_ids_.data();
+        batch.logits   = logits_.data();
+        const int32_t rc = llama_decode(mtp_, batch);
+        if (rc != 0) {
+            throw RuntimeFailure(std::string("llama_decode failed in the MTP context (") + what + "): " +
+                                 std::to_string(rc) + recent_llama_errors());
+        }
+    }
+
+    llama_context * target_;
+    llama_context * mtp_;
+    int n_embd_;
+    int n_vocab_;
+    int capacity_;
+    int n_ = 0;
+    llama_seq_id seq0_ = 0;
+    std::vector<llama_token> tokens_;
+    std::vector<float> embd_;
+    std::vector<llama_pos> pos_;
+    std::vector<int32_t> n_seq_id_;
+    std::vector<llama_seq_id *> seq_ids_;
+    std::vector<int8_t> logits_;
+    std::vector<float> pending_h_;  // the target's state at the row before the next token to mirror or draft after
+    std::vector<float> verify_h_;   // the target's states of the batch last processed, one row each
+};
+
 SpecOutcome run_speculative(const Options & opts, llama_context * target, llama_context * draft,
-                            const std::vector<llama_token> & prompt, int n_gen, int n_vocab) {
+                            const std::vector<llama_token> & prompt, int n_gen, int n_vocab,
+                            MtpDrafter * mtp = nullptr) {
     SpecOutcome out;
     const auto n_prompt = (llama_pos) prompt.size();
 
@@ -1307,18 +1453,24 @@ SpecOutcome run_speculative(const Options & opts, llama_context * target, llama_
     };
 
     llama_memory_clear(llama_get_memory(target), true);
-    llama_memory_clear(llama_get_memory(draft), true);
     prefill(target, prompt);
     out.emitted.push_back(argmax(logits_or_throw(target, -1), n_vocab));
-    prefill(draft, prompt);
-    llama_synchronize(draft);  // keep the prefill out of the timed loop
+    if (mtp != nullptr) {
+        mtp->reset();
+        mtp->process(prompt, 0);
+        llama_synchronize(draft);
+    } else {
+        llama_memory_clear(llama_get_memory(draft), true);
+        prefill(draft, prompt);
+        llama_synchronize(draft);  // keep the prefill out of the timed loop
+    }
     llama_pos draft_n_past = n_prompt;  // positions [0, draft_n_past) are in the draft's KV cache
 
     Batch verify(kMaxVerifyBatch);
     Batch single(1);
     std::vector<llama_token> drafts;
     const bool target_checkpoints = has_recurrent_state(target);
-    const bool draft_checkpoints  = has_recurrent_state(draft);
+    const bool draft_checkpoints  = mtp == nullptr && has_recurrent_state(draft);
     RecurrentCheckpoint target_checkpoint;
     RecurrentCheckpoint draft_checkpoint;
 
@@ -1334,7 +1486,9 @@ SpecOutcome run_speculative(const Options & opts, llama_context * target, llama_
         }
 
         drafts.clear();
-        if (k > 0) {
+        if (k > 0 && mtp != nullptr) {
+            drafts = mtp->draft(last, p0, k);
+        } else if (k > 0) {
             // Catch the draft up one token at a time (normally just `last`), so a
             // self-draft computes exactly what plain decoding computes.
             for (llama_pos pos = draft_n_past; pos <= p0; ++pos) {
@@ -1366,6 +1520,11 @@ SpecOutcome run_speculative(const Options & opts, llama_context * target, llama_
             verify.add(drafts[i], p0 + 1 + i, true);
         }
         decode_or_throw(target, verify, "verification");
+        if (mtp != nullptr) {
+            std::vector<llama_token> verified{last};
+            verified.insert(verified.end(), drafts.begin(), drafts.begin() + k);
+            mtp->process(verified, p0);
+        }
         ++out.verify_batches;
         out.largest_verify = std::max(out.largest_verify, verify.size());
 
@@ -1379,6 +1538,9 @@ SpecOutcome run_speculative(const Options & opts, llama_context * target, llama_
         out.emitted.push_back(next);
         out.drafted  += k;
         out.accepted += n_accepted;
+        if (mtp != nullptr) {
+            mtp->accept(n_accepted);
+        }
 
         // Both caches keep exactly the accepted prefix, last..d_accepted at p0..p0+n_accepted.
         const llama_pos keep_end = p0 + n_accepted + 1;
@@ -1399,7 +1561,7 @@ SpecOutcome run_speculative(const Options & opts, llama_context * target, llama_
         } else if (!target_checkpoints) {
             remove_from(target, keep_end);
         }
-        if (draft_n_past > keep_end) {
+        if (mtp == nullptr && draft_n_past > keep_end) {
             if (draft_checkpoints) {
                 // the state after `last`; the accepted drafts come back through the next step's catch-up
                 draft_checkpoint.restore(draft);
@@ -1961,12 +2123,20 @@ int run_spec(const Options & opts) {
         }
     }
     const LoadedModel & draft = separate_draft ? *separate_draft : target;
+    if (opts.mtp && llama_model_n_layer_nextn(target.model.get()) <= 0) {
+        throw UsageError("--mtp: " + target.path + " has no MTP block (its nextn_predict_layers is 0)");
+    }
 
     ContextPtr target_ctx = make_context(opts, target.model.get(), kMaxVerifyBatch);
-    ContextPtr draft_ctx  = make_context(opts, draft.model.get(), 1);
+    // The MTP context mirrors every target batch, the prompt's too, so one of its batches holds a prompt.
+    const int mtp_capacity = std::max(opts.n_prompt, kMaxVerifyBatch);
+    ContextPtr draft_ctx  = opts.mtp ? make_context(opts, target.model.get(), mtp_capacity, {}, target_ctx.get())
+                                     : make_context(opts, draft.model.get(), 1);
     print_header(opts, target);
-    printf("draft    %s%s, n_draft %d, 256 guard %s, verify batches <= %d tokens\n", draft.path.c_str(),
-           separate_draft ? "" : " (self-draft)", opts.n_draft, opts.guard_256 ? "on" : "off", kMaxVerifyBatch);
+    printf("draft    %s%s, n_draft %d, 256 guard %s, verify batches <= %d tokens\n",
+           opts.mtp ? "the model's MTP block" : draft.path.c_str(),
+           opts.mtp || separate_draft ? "" : " (self-draft)", opts.n_draft, opts.guard_256 ? "on" : "off",
+           kMaxVerifyBatch);
     printf("rollback %s\n\n", has_recurrent_state(target_ctx.get())
                ? "recurrent state: restored from a checkpoint, accepted tokens decoded again as one batch"
                : "KV cells removed (llama_memory_seq_rm)");
@@ -1980,7 +2150,9 @@ int run_spec(const Options & opts) {
         const std::vector<llama_token> prompt = draw_prompt(target.model.get(), opts.n_prompt, r.seed);
         if (p == 0) {
             warm_up(target_ctx.get(), prompt, kMaxVerifyBatch);
-            warm_up(draft_ctx.get(), prompt, 1);
+            if (!opts.mtp) {
+                warm_up(draft_ctx.get(), prompt, 1);
+            }
         }
 
         // Only the first n_gen-1 steps are needed to produce n_gen tokens, but
@@ -1989,7 +2161,16 @@ int run_spec(const Options & opts) {
         const double plain_ms = std::accumulate(reference.step_ms.begin(), reference.step_ms.end(), 0.0);
         r.plain_tokens_per_s = opts.n_gen / (plain_ms / 1000.0);
 
-        r.outcome = run_speculative(opts, target_ctx.get(), draft_ctx.get(), prompt, opts.n_gen, target.n_vocab);
+        // The target outputs the MTP block's hidden states only while it drafts: the reference above is plain
+        // decoding as a user runs it.
+        std::optional<MtpDrafter> mtp;
+        if (opts.mtp) {
+            mtp.emplace(target_ctx.get(), draft_ctx.get(), llama_model_n_embd(target.model.get()), target.n_vocab,
+                        mtp_capacity);
+        }
+        r.outcome = run_speculative(opts, target_ctx.get(), draft_ctx.get(), prompt, opts.n_gen, target.n_vocab,
+                                    mtp ? &*mtp : nullptr);
+        mtp.reset();
         r.spec_tokens_per_s = opts.n_gen / (r.outcome.decode_ms / 1000.0);
         r.tokens_compared   = opts.n_gen;
         for (int i = 0; i < opts.n_gen; ++i) {
@@ -2017,9 +2198,10 @@ int run_spec(const Options & opts) {
         JsonWriter json;
         json.begin_object();
         write_common_json(json, opts, target);
-        json.key("draft_model_path").value(draft.path);
-        json.key("draft_model_desc").value(draft.desc);
-        json.key("self_draft").value(!separate_draft.has_value());
+        json.key("draft_model_path").value(opts.mtp ? std::string("mtp") : draft.path);
+        json.key("draft_model_desc").value(opts.mtp ? std::string("the model's MTP block") : draft.desc);
+        json.key("self_draft").value(!opts.mtp && !separate_draft.has_value());
+        json.key("mtp").value(opts.mtp);
         json.key("n_draft").value(opts.n_draft);
         json.key("max_verify_batch").value(kMaxVerifyBatch);
         json.key("guard_256").value(opts.guard_256);
