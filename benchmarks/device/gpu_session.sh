@@ -12,6 +12,7 @@
 #   gpu_session.sh optests match RE  # every batch-invariance case whose name matches RE, switch on and off
 #   gpu_session.sh replay-spec     # hiraishin-replay spec: self-draft and a 1-layer draft, switch on; switch-off control
 #   gpu_session.sh replay-spec-hybrid  # the same on the smoke's hybrids (qwen35 4 layers, nemotron-h 8), a Q8_0 draft of the same weights
+#   gpu_session.sh spec-mtp        # hiraishin-replay spec --mtp on the smoke's qwen35moe: its MTP block drafts 1, 8, 15 tokens, unguarded
 #   gpu_session.sh install         # PEP 503 index, fresh venv, pip install [cu13], --version
 #   gpu_session.sh smoke [ARGS]    # hiraishin-llama-smoke in that venv
 #   gpu_session.sh spec            # llama-speculative-simple vs llama-server greedy
@@ -243,6 +244,31 @@ replay-spec-hybrid)
             echo "== spec $preset switch $switch, Q8_0 draft (expect $expect) in $(( $(date +%s) - t ))s"; tail -3 "$OUT/spec-$preset-$switch.log"
         done
     done
+    exit $rc
+    ;;
+spec-mtp)
+    # hiraishin-replay spec --mtp on the smoke's qwen35moe model (Qwen3.6-35B-A3B's shapes, 4 layers and its MTP
+    # block, Q4_K_M, made by the smoke phase): the model's own MTP block drafts 1, 8 or 15 tokens, verify batches
+    # are not cut at 256 cells, rejections restore the recurrent state. Switch on at each length, then off (the
+    # control). One JSON of every run in $OUT (few files come back from a call).
+    model=~/.cache/hiraishin-llama/models/qwen35moe-4l-seed1-Q4_K_M.gguf
+    export PATH=$VENV/bin:$PATH
+    [ -f "$model" ] || "$VENV/bin/python" -m hiraishin_llama.synthetic --preset qwen35moe --n-layer 4 --seed 1 \
+        --quant Q4_K_M --out "$model" > /dev/null || exit 1
+    mkdir -p /tmp/spec-mtp
+    rc=0
+    for run in 1:on 8:on 15:on 8:off; do
+        n=${run%%:*}; switch=${run#*:}
+        expect=identical; [ "$switch" = off ] && expect=differ
+        t=$(date +%s)
+        env "GGML_BATCH_INVARIANT=$([ "$switch" = on ] && echo 1 || echo 0)" timeout 240 "$VENV/bin/hiraishin-replay" spec \
+            --model "$model" --mtp --no-256-guard --n-draft "$n" --prompts "${SPEC_PROMPTS:-2}" --n-gen 600 \
+            --expect "$expect" --json "/tmp/spec-mtp/n$n-$switch.json" > "/tmp/spec-mtp/n$n-$switch.log" 2>&1 || rc=1
+        echo "== spec --mtp --n-draft $n switch $switch (expect $expect) in $(( $(date +%s) - t ))s"
+        tail -4 "/tmp/spec-mtp/n$n-$switch.log"
+    done
+    python3 -c 'import json, pathlib, sys; print(json.dumps({p.stem: json.loads(p.read_text()) for p in sorted(pathlib.Path(sys.argv[1]).glob("*.json"))}, indent=1))' \
+        /tmp/spec-mtp > "$OUT/spec-mtp.json"
     exit $rc
     ;;
 window-replay)
