@@ -83,3 +83,19 @@ def assert_replay_on_the_cpu(model: Path, replay_tool: Path, report: Path, switc
         assert all(count == 0 for count in differing.values()), differing
     else:
         assert any(count > 0 for b, count in differing.items() if b > 1), differing
+
+
+def assert_server_state(state: dict, n_prompts: int, identical: bool) -> None:
+    """Of benchmarks/server_exact.py's switch_state: both servers answered every prompt, the draft server
+    speculated with some drafts accepted and some rejected (so verify batches keep part of what they drafted, and
+    a recurrent state is restored to a point inside them), and its replies are the plain server's (``identical``)
+    or part from them somewhere (the control)."""
+    for run in (state["draft"], state["plain"]):
+        assert run.failure is None and run.served == n_prompts, (run.failure, run.log_tail)
+    drafted = sum(answer.draft_n for answer in state["draft"].answers)
+    accepted = sum(answer.draft_n_accepted for answer in state["draft"].answers)
+    assert state["draft"].speculative and 0 < accepted < drafted, (accepted, drafted)
+    if identical:
+        assert state["identical"] == state["compared"] == n_prompts, state["per_prompt"]
+    else:
+        assert state["identical"] < state["compared"], state["per_prompt"]

@@ -20,7 +20,7 @@ import pytest
 from hiraishin_llama import synthetic
 
 from tests.wheels.synthetic_checks import (assert_deterministic, assert_draws_do_not_depend_on_layer_count,
-                                          assert_replay_on_the_cpu, embedding_and_output_layout, make_models,
+                                          assert_replay_on_the_cpu, assert_server_state, embedding_and_output_layout, make_models,
                                           metadata_field, tensor_layout)
 
 from tests.helpers import fresh_venv, load_benchmark
@@ -384,15 +384,7 @@ def test_llama_server_with_a_draft_gives_a_hybrid_s_plain_greedy_tokens(
     target, draft = speculation_models[name]
     state = server_exact.switch_state(server_venv, target, tmp_path, switch_on=switch_on, prompts=SERVER_PROMPTS,
                                       n_predict=200, draft_n_max=8, draft_model=draft, banned=BYTE_TOKENS)
-    for run in (state["draft"], state["plain"]):
-        assert run.failure is None and run.served == len(SERVER_PROMPTS), (run.failure, run.log_tail)
-    drafted = sum(answer.draft_n for answer in state["draft"].answers)
-    accepted = sum(answer.draft_n_accepted for answer in state["draft"].answers)
-    assert state["draft"].speculative and 0 < accepted < drafted, (accepted, drafted)
-    if identical:
-        assert state["identical"] == state["compared"] == len(SERVER_PROMPTS), state["per_prompt"]
-    else:
-        assert state["identical"] < state["compared"], state["per_prompt"]
+    assert_server_state(state, len(SERVER_PROMPTS), identical)
 
 
 @pytest.mark.parametrize(("switch", "identical"), [("1", True), ("0", False)])
