@@ -29,7 +29,9 @@ def test_check_passes_quickly(real_cache: UpstreamCache) -> None:
     result = check_stack(Project(REPO_ROOT), real_cache)
     elapsed = time.monotonic() - started
     assert result.patches
-    assert elapsed < 15, f"patches check took {elapsed:.1f} s"
+    # On a 2-core CI machine the check (apply the stack, re-export it, blame every patch's lines for the curation
+    # rule) took 13 to 17 s at 17 patches; the bound catches a doubling, not the machine's load.
+    assert elapsed < 30, f"patches check took {elapsed:.1f} s"
 
 
 def test_apply_and_export_leave_the_stack_unchanged(real_cache: UpstreamCache, tmp_path: Path) -> None:
