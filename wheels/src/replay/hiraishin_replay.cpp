@@ -1458,12 +1458,11 @@ SpecOutcome run_speculative(const Options & opts, llama_context * target, llama_
     if (mtp != nullptr) {
         mtp->reset();
         mtp->process(prompt, 0);
-        llama_synchronize(draft);
     } else {
         llama_memory_clear(llama_get_memory(draft), true);
         prefill(draft, prompt);
-        llama_synchronize(draft);  // keep the prefill out of the timed loop
     }
+    llama_synchronize(draft);  // keep the prefill out of the timed loop
     llama_pos draft_n_past = n_prompt;  // positions [0, draft_n_past) are in the draft's KV cache
 
     Batch verify(kMaxVerifyBatch);
