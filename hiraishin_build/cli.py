@@ -710,11 +710,14 @@ def workflows_check(obj: Context, json_path: Path | None) -> None:
               help="Write nothing; fail (exit 7) while a generated page differs from what would be written.")
 @pass_context
 def docs_command(obj: Context, check_only: bool) -> None:
-    """Write the generated pages of docs/: the command reference and what exactness costs.
+    """Write the generated docs: command reference, costs, scope tables, install commands.
 
     docs/commands.md comes from these commands' own help; docs/cost.md from the
     latest hiraishin-llama-bench results in benchmarks/results/ (the highest
-    stack revision). Edit those, not the pages.
+    stack revision); the scope tables of README.md and docs/guarantee.md from
+    wheels/hiraishin_llama/coverage.json; the install commands of README.md,
+    docs/wheels.md and docs/guarantee.md from recipes/, in the form of the
+    site's front page. Edit those, not the pages.
     """
     from . import docgen
 

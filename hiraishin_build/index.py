@@ -1,8 +1,10 @@
 """Static package indexes, one per wheel variant (PEP 503 simple API).
 
-``pip install hiraishin-llama[cu12] --index-url https://OWNER.github.io/REPO/cu12-sm89/simple``:
-each variant gets its own index, so pip can only ever pick that variant's
-wheel (the local label alone would not stop pip from preferring another).
+``pip install 'hiraishin-llama[cu12]' --index-url https://OWNER.github.io/REPO/cu12-sm89/simple
+--extra-index-url https://pypi.org/simple``: each variant gets its own index, so pip can only ever pick that
+variant's wheel (the local label alone would not stop pip from preferring another); its dependencies (numpy,
+gguf, NVIDIA's runtime wheels) come from the extra index. The command is written in one place,
+``pip_install_command``: the site's front page and the docs' generated install commands (docgen.py) both take it.
 Each file link carries its sha256 (pip verifies it), Requires-Python, and the
 wheel's METADATA beside it (PEP 658/714), so resolving needs no wheel download.
 
@@ -170,12 +172,16 @@ def read_wheel(path: Path, variant: str) -> IndexedWheel:
                         raw, build_info, tuple(metadata.provides_extras or ()))
 
 
+def pip_install_command(requirement: str, index_url: str, deps_index: str = PYPI) -> str:
+    """The pip command that installs ``requirement`` on a pip with no configuration of its own: the variant's
+    index for the package, ``deps_index`` for its dependencies (without it pip finds no numpy there)."""
+    return shlex.join(["pip", "install", requirement, "--index-url", index_url, "--extra-index-url", deps_index])
+
+
 def install_command(wheels: Iterable[IndexedWheel], index_url: str, deps_index: str = PYPI) -> str:
-    """The pip command that installs the newest of ``wheels`` from its index, on a pip with no
-    configuration of its own: the variant's index for the package, ``deps_index`` for its dependencies."""
+    """The pip command that installs the newest of ``wheels`` from its index, pinned with its label."""
     newest = max(wheels, key=lambda wheel: wheel.version)
-    return shlex.join(["pip", "install", newest.requirement(), "--index-url", index_url,
-                       "--extra-index-url", deps_index])
+    return pip_install_command(newest.requirement(), index_url, deps_index)
 
 
 def _page(title: str, links: Iterable[str]) -> bytes:

@@ -24,15 +24,15 @@ REPO = Path(__file__).resolve().parents[2]
 def test_the_pages_checked_in_are_current() -> None:
     """What CI runs (ci/lint.sh: `hiraishin docs --check`): edit a source, regenerate, commit both."""
     checked = docgen.check(Project(REPO), cli)
-    assert [p.name for p in checked] == ["README.md", "commands.md", "cost.md", "guarantee.md"]
+    assert [p.name for p in checked] == ["README.md", "commands.md", "cost.md", "guarantee.md", "wheels.md"]
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    """A copy of what the pages are made from: the pin (so the CLI finds the project), docs/, the results."""
+    """A copy of what the pages are made from: recipes/ (the pin, so the CLI finds the project, and the recipes
+    the install commands come from), docs/, the results."""
     root = tmp_path / "project"
-    (root / "recipes").mkdir(parents=True)
-    shutil.copy2(REPO / "recipes" / "upstream.toml", root / "recipes" / "upstream.toml")
+    shutil.copytree(REPO / "recipes", root / "recipes")
     shutil.copytree(REPO / "docs", root / "docs")
     shutil.copy2(REPO / "README.md", root / "README.md")
     shutil.copytree(REPO / "benchmarks" / "results", root / "benchmarks" / "results",
@@ -68,7 +68,7 @@ def test_a_hand_edited_page_fails_the_check_until_regenerated(project: Path, pag
     assert f"written    docs/{page}" in written.stdout
     assert path.read_text() == original
     passed = hiraishin("--project", str(project), "docs", "--check", cwd=project)
-    assert passed.returncode == 0 and "ok: 4 generated page(s) up to date" in passed.stdout
+    assert passed.returncode == 0 and "ok: 5 generated page(s) up to date" in passed.stdout
 
 
 def test_a_missing_page_fails_the_check(project: Path) -> None:
@@ -453,3 +453,58 @@ def test_a_readme_without_the_coverage_markers_is_refused(project: Path) -> None
     readme.write_text(readme.read_text().replace("<!-- END coverage -->", ""))
     with pytest.raises(ConfigError, match="lacks the coverage markers"):
         docgen.readme_page(project)
+
+
+# --- the install commands of README.md, wheels.md and guarantee.md ----------------------------------------------
+
+
+def _install_block(page: str) -> list[str]:
+    begin, end = page.index(docgen.INSTALL_COMMANDS.begin), page.index(docgen.INSTALL_COMMANDS.end)
+    return [line for line in page[begin:end].splitlines() if line.startswith("pip install ")]
+
+
+def test_the_install_commands_are_the_front_page_s_form_for_each_recipe(project: Path) -> None:
+    wheels = _install_block(docgen.wheels_page(project))
+    assert len(wheels) == len(list((project / "recipes").glob("c*.toml")))  # every recipe, cpu included
+    assert wheels[0] == ("pip install 'hiraishin-llama[cu13]' --index-url https://OWNER.github.io/REPO/cu13-sm86/simple "
+                         "--extra-index-url https://pypi.org/simple")
+    assert wheels[-1] == ("pip install hiraishin-llama --index-url https://OWNER.github.io/REPO/cpu/simple "
+                          "--extra-index-url https://pypi.org/simple")
+    readme = _install_block(docgen.readme_page(project))
+    assert set(readme) <= set(wheels)  # the same command for a variant on every page
+    assert [re.search(r"REPO/([^/]+)/simple", line)[1] for line in readme] == list(docgen.README_INSTALL_VARIANTS)
+    assert len(_install_block(docgen.guarantee_page(project))) == 1
+
+
+def test_a_hand_edited_install_command_or_a_new_recipe_makes_the_pages_stale(project: Path) -> None:
+    """The faults the generated commands exist for: the README's command typed back in its old form (no
+    --extra-index-url, pip finds no numpy), and a recipe added without its command on wheels.md."""
+    readme = project / "README.md"
+    readme.write_text(readme.read_text().replace(" --extra-index-url https://pypi.org/simple", "", 1))
+    with pytest.raises(CheckFailed, match="README.md"):
+        docgen.check(Project(project), cli)
+    docgen.write(Project(project), cli)
+    assert all(line.endswith("--extra-index-url https://pypi.org/simple")
+               for line in _install_block(readme.read_text()))
+    (project / "recipes" / "cu12-sm80.toml").write_text(
+        'description = "CUDA 12, compute capability 8.0"\nbackend = "cuda"\ncuda = 12\n'
+        'architectures = ["80-real"]\nextra = "cu12"\nsize-budget-mb = 150\n')
+    with pytest.raises(CheckFailed, match="docs/wheels.md"):
+        docgen.check(Project(project), cli)
+    docgen.write(Project(project), cli)
+    assert ("pip install 'hiraishin-llama[cu12]' --index-url https://OWNER.github.io/REPO/cu12-sm80/simple "
+            "--extra-index-url https://pypi.org/simple") in _install_block(
+        (project / "docs" / "wheels.md").read_text())
+
+
+def test_a_page_showing_a_variant_no_recipe_builds_is_refused(project: Path) -> None:
+    (project / "recipes" / "cu12-sm89.toml").unlink()
+    with pytest.raises(ConfigError, match="install command of cu12-sm89, which recipes/ does not have"):
+        docgen.readme_page(project)
+
+
+def test_a_wheels_page_without_the_install_markers_is_refused(project: Path) -> None:
+    path = project / "docs" / "wheels.md"
+    path.write_text(path.read_text().replace(docgen.INSTALL_COMMANDS.end, ""))
+    with pytest.raises(ConfigError, match="lacks the install commands markers"):
+        docgen.wheels_page(project)
