@@ -142,6 +142,10 @@ class RepairError(HiraishinError):
     exit_code = 8
 
 
+class GlibcFloorExceeded(RepairError):
+    """A wheel's library needs a newer glibc or libstdc++ symbol version than its recipe's manylinux tag allows."""
+
+
 class SmokeFailed(HiraishinError):
     """A wheel's smoke test failed or wrote no report."""
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import tomlfile
+from . import glibcfloor, tomlfile
 from .errors import ConfigError
 from .pin import PIN_FILE
 from .releases import RELEASES_FILE
@@ -97,6 +97,15 @@ class Recipe:
     size_budget_mb: float = 0.0
     """The largest the repaired wheel may be, in MB (10**6 bytes); a bigger one fails the build."""
 
+    manylinux: str = glibcfloor.DEFAULT_MANYLINUX
+    """The manylinux tag the wheel promises (``manylinux_2_28``: glibc 2.28 and later); repair tags the wheel with
+    it and fails the build when a library needs a newer glibc or libstdc++ symbol version (glibcfloor.py)."""
+
+    @property
+    def platform_tag(self) -> str:
+        """``manylinux_2_28_x86_64``: the tag auditwheel is asked for."""
+        return glibcfloor.platform_tag(self.manylinux)
+
     def cmake_defines(self) -> dict[str, str]:
         defines = {**COMMON_DEFINES, "HIRAISHIN_RECIPE": self.name}
         if self.backend == "cuda":
@@ -136,7 +145,7 @@ class Recipe:
 def load_recipe(path: Path) -> Recipe:
     data = tomlfile.load(path)
     tomlfile.reject_unknown_keys(
-        path, data, ["description", "backend", "cuda", "architectures", "extra", "size-budget-mb", "cmake"]
+        path, data, ["description", "backend", "cuda", "architectures", "extra", "size-budget-mb", "manylinux", "cmake"]
     )
     description = tomlfile.require(path, data, "description", str)
     backend = tomlfile.require(path, data, "backend", str)
@@ -175,6 +184,8 @@ def load_recipe(path: Path) -> Recipe:
     budget = data["size-budget-mb"]
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0:
         raise ConfigError(f"{path}: 'size-budget-mb' must be a positive number of MB, not {budget!r}")
+    # The floor every recipe has unless it says otherwise; the CI builds each in a manylinux_2_28-based image.
+    manylinux = glibcfloor.check_tag(path, "manylinux", data.get("manylinux", glibcfloor.DEFAULT_MANYLINUX))
     for key, value in defines.items():
         if not isinstance(value, str):
             raise ConfigError(f"{path}: 'cmake.{key}' must be a string (CMake takes strings), not {type(value).__name__}")
@@ -189,6 +200,7 @@ def load_recipe(path: Path) -> Recipe:
         extra=extra,
         defines=dict(defines),
         size_budget_mb=float(budget),
+        manylinux=manylinux,
     )
 
 

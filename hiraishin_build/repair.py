@@ -3,8 +3,12 @@
 ``pip wheel`` leaves a ``linux_x86_64`` wheel with the public version
 (``9079.2``). This module
 
-- runs auditwheel so the wheel gets the manylinux tag its symbols allow and
-  grafts what the tag forbids depending on (libgomp), never the driver
+- refuses a wheel whose libraries (or the ones auditwheel would graft) need a
+  newer glibc/libstdc++ symbol version than its recipe's manylinux tag allows,
+  naming the library, symbol and version (glibcfloor.py);
+- runs auditwheel with ``--plat`` the recipe's tag (``manylinux_2_28_x86_64``),
+  so the wheel is tagged with what the recipe promises, and grafts what the
+  tag forbids depending on (libgomp), never the driver
   (libcuda) nor the CUDA runtime and cuBLAS, which come from NVIDIA's wheels
   that the ``[cu12]``/``[cu13]`` extra installs;
 - writes the recipe's variant into the version as a local label
@@ -35,7 +39,7 @@ from pathlib import Path
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
-from . import proc
+from . import glibcfloor, proc
 from .fsutil import scratch_directory
 from .errors import RepairError, SizeBudgetExceeded
 from .log import get_logger
@@ -270,13 +274,28 @@ def check_size(wheel: Path, recipe: Recipe) -> None:
         )
 
 
+def check_promised_tags(wheel: Path, recipe: Recipe) -> None:
+    """The repaired wheel carries the recipe's manylinux tag (or an older one), and no newer one."""
+    floor = glibcfloor.parse_manylinux(recipe.manylinux)
+    _, _, _, tags = parse_wheel_filename(wheel.name)
+    glibcs = [glibcfloor.glibc_of_platform(tag.platform) for tag in tags]
+    if not glibcs or any(g is None or g > floor for g in glibcs):
+        raise RepairError(f"auditwheel tagged {wheel.name} with {', '.join(sorted({t.platform for t in tags}))}, "
+                          f"not the {recipe.name} recipe's {recipe.platform_tag}",
+                          hint="auditwheel should have refused the tag it was asked for; check its version")
+
+
 def repair_wheel(wheel: Path, recipe: Recipe, out_dir: Path, *, plat: str | None = None) -> RepairResult:
-    """auditwheel, then the local label, then the checks; the result lands in ``out_dir``.
+    """The glibc floor, auditwheel, then the local label, then the checks; the result lands in ``out_dir``.
 
     A wheel that fails a check never reaches ``out_dir`` (where `hiraishin index` would publish it).
+    ``plat``: the tag auditwheel is asked for, the recipe's (``manylinux_2_28_x86_64``) unless given.
     """
+    # Checked before auditwheel, which would refuse the tag too but name only the versions, not who needs them.
+    glibcfloor.check_wheel(wheel, recipe.manylinux, recipe.name, exclude=EXCLUDE_PATTERNS)
     with scratch_directory("hiraishin-repair-") as scratch:
-        repaired = run_auditwheel(wheel, Path(scratch) / "auditwheel", plat)
+        repaired = run_auditwheel(wheel, Path(scratch) / "auditwheel", plat or recipe.platform_tag)
+        check_promised_tags(repaired, recipe)
         labelled = retag(repaired, recipe.variant, Path(scratch) / "labelled")
         problems = elf_problems(labelled)
         if problems:

@@ -316,6 +316,16 @@ KNOWN = "75, 80, 86, 87, 89, 90, 90a, 100, 100a, 103, 110, 120a, 121a"
      "rename the file to cu13-sm90.toml or list the sm_89 architecture first"),
     ("cu13-sm90", CUDA.replace('"cu13"', '"cu12"'), "'extra' must be 'cu13' for a CUDA 13 recipe, not 'cu12'",
      "the extra names the NVIDIA runtime wheels of that CUDA major (wheels/pyproject.toml)"),
+    ("cpu", CPU + 'manylinux = "manylinux_2_28_x86_64"\n',
+     "'manylinux' 'manylinux_2_28_x86_64' is not a manylinux tag auditwheel knows for x86_64",
+     "write manylinux_<glibc major>_<minor> without the architecture, e.g. 'manylinux_2_28'"),
+    ("cpu", CPU + 'manylinux = "manylinux2014"\n',
+     "'manylinux' 'manylinux2014' is not a manylinux tag auditwheel knows for x86_64",
+     "write manylinux_<glibc major>_<minor> without the architecture, e.g. 'manylinux_2_28'"),
+    ("cpu", CPU + 'manylinux = "manylinux_2_99"\n',
+     "'manylinux' 'manylinux_2_99' is not a manylinux tag auditwheel knows for x86_64",
+     "write manylinux_<glibc major>_<minor> without the architecture, e.g. 'manylinux_2_28'"),
+    ("cpu", CPU + "manylinux = 2.28\n", "'manylinux' must be a string such as 'manylinux_2_28', not float", None),
 ])
 def test_bad_recipe_messages_in_full(tmp_path: Path, name: str, text: str, message: str, hint: str | None) -> None:
     path = write(tmp_path, name, text)
@@ -323,6 +333,22 @@ def test_bad_recipe_messages_in_full(tmp_path: Path, name: str, text: str, messa
         load_recipe(path)
     assert info.value.message == f"{path}: {message}"
     assert info.value.hint == hint
+
+
+def test_the_glibc_floor_defaults_to_manylinux_2_28_and_every_repository_recipe_says_it() -> None:
+    from hiraishin_build.recipe import Recipe
+
+    assert Recipe("cpu", "d", "cpu").manylinux == "manylinux_2_28"
+    assert Recipe("cpu", "d", "cpu").platform_tag == "manylinux_2_28_x86_64"
+    for recipe in load_recipes(REPO / "recipes"):
+        assert recipe.manylinux == "manylinux_2_28", recipe.name
+        assert 'manylinux = "manylinux_2_28"' in (REPO / "recipes" / f"{recipe.name}.toml").read_text()
+
+
+def test_a_recipe_may_promise_another_floor(tmp_path: Path) -> None:
+    assert load_recipe(write(tmp_path, "cpu", CPU)).manylinux == "manylinux_2_28"  # unsaid: the default
+    older = load_recipe(write(tmp_path, "cpu", CPU + 'manylinux = "manylinux_2_17"\n'))
+    assert older.manylinux == "manylinux_2_17" and older.platform_tag == "manylinux_2_17_x86_64"
 
 
 def test_an_unknown_recipe_name_in_full(tmp_path: Path) -> None:
