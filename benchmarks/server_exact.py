@@ -60,8 +60,9 @@ QUESTIONS = (
     "How did the printing press change the way knowledge spread in Europe?",
     "What happens inside a star as it ages, from its birth in a cloud of gas to its death?",
 )
-PROMPTS = tuple(f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n"
-                for q in QUESTIONS)
+PROMPTS_TEMPLATE = ("<|im_start|>system\n" + SYSTEM.replace("{", "{{").replace("}", "}}")
+                    + "<|im_end|>\n<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n")
+PROMPTS = tuple(PROMPTS_TEMPLATE.format(question=q) for q in QUESTIONS)
 
 # Two threads, whatever the machine: the thread count decides how the stock kernels split a KV range,
 # so a fixed count makes the switch-off numbers comparable across machines (both servers of a

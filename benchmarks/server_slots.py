@@ -46,12 +46,39 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from hiraishin_build.smoke import llama_server  # noqa: E402
-from server_exact import (DRAFT_ARGS, PROMPTS, SWITCH_ENV, Answer, complete, get_json, report_header,  # noqa: E402
-                          token_range)
+from server_exact import (DRAFT_ARGS, PROMPTS, PROMPTS_TEMPLATE, QUESTIONS, SWITCH_ENV, Answer, complete,  # noqa: E402
+                          get_json, report_header, token_range)
 
 
-# Context cells a slot gets, as server_exact.py's one-slot server has: a prompt and 200 tokens fit.
+# Context cells a slot gets, as server_exact.py's one-slot server has: a prompt and 200 tokens fit, a long
+# prompt (long_prompt) included.
 CTX_PER_SLOT = 2048
+
+# The long prompts' document: notes on the subject of the question, varied enough that a tokenizer makes one to
+# two tokens of each word.
+NOTE_SUBJECTS = ("the first record", "an early account", "a later survey", "a disputed claim", "the main source",
+                 "a careful reader", "the oldest copy", "a modern study")
+NOTE_VERBS = ("describes", "questions", "corrects", "repeats", "extends", "doubts", "confirms", "summarises")
+NOTE_OBJECTS = ("the order of events", "the numbers involved", "the people who took part", "the tools they used",
+                "the places it happened", "what came before it", "what followed from it", "why it mattered")
+
+
+def long_prompt(question: str, notes: int = 36) -> str:
+    """A chat prompt of about 1,400 SmolLM2 tokens (48 notes made 1,858): ``notes`` numbered notes, then ``question`` about them. A slot
+    prefills it over several ubatches while the other slots generate and draft, as a long agentic context does
+    beside short chats."""
+    lines = [f"Note {i + 1}: {NOTE_SUBJECTS[i % 8]} {NOTE_VERBS[(i // 8 + i) % 8]} {NOTE_OBJECTS[(3 * i) % 8]}, "
+             f"and adds that the evidence from year {1200 + 37 * i} points the same way as note {max(1, i - 2)}."
+             for i in range(notes)]
+    return PROMPTS_TEMPLATE.format(question="Here are my notes.\n" + "\n".join(lines) + "\n\nWith them in mind: "
+                                   + question)
+
+
+def with_long_prompts(questions: tuple[str, ...], count: int) -> tuple[str, ...]:
+    """The prompts of ``questions``, every other one long for the first ``count`` pairs (long, short, long, ...):
+    clients taking them in turn start long prefills beside short requests already generating."""
+    return tuple(long_prompt(q) if i % 2 == 0 and i // 2 < count else PROMPTS_TEMPLATE.format(question=q)
+                 for i, q in enumerate(questions))
 
 
 def server_args(model: Path, slots: int, *, draft: bool, kv_unified: bool, extra: tuple[str, ...] = (),
@@ -199,6 +226,9 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=4, help="-np and client threads of the shared server (2..8)")
     parser.add_argument("--prompts", type=int, default=len(PROMPTS))
     parser.add_argument("--n-predict", type=int, default=200)
+    parser.add_argument("--long-prompts", type=int, default=0, metavar="K",
+                        help="make K prompts long (about 1,400 tokens), interleaved with short ones: prompts 0, 2, "
+                             "... 2K-2")
     parser.add_argument("--switch", choices=("on", "off", "both"), default="both")
     parser.add_argument("--draft", action="store_true", help="both servers draft with the model itself")
     parser.add_argument("--kv-unified", choices=("on", "off"), default="on",
@@ -240,11 +270,14 @@ def main() -> None:
     except ValueError as error:
         parser.error(f"--throughput {error}")
     args.log_dir.mkdir(parents=True, exist_ok=True)
-    prompts = PROMPTS[:args.prompts]
+    if not 0 <= args.long_prompts <= (args.prompts + 1) // 2:
+        parser.error(f"--long-prompts {args.long_prompts}: give 0 to {(args.prompts + 1) // 2} (every other prompt "
+                     f"of --prompts {args.prompts})")
+    prompts = with_long_prompts(QUESTIONS[:args.prompts], args.long_prompts)
     switches = ("on", "off") if args.switch == "both" else (args.switch,)
     header = {**report_header("benchmarks/server_slots.py", args.venv, args.device),
               "model": args.model.name, "server_args": args.server_arg, "banned_tokens": args.ban_tokens,
-              "kv_unified": args.kv_unified, "n_predict": args.n_predict}
+              "kv_unified": args.kv_unified, "n_predict": args.n_predict, "long_prompts": args.long_prompts}
     if counts:
         def write(result: dict) -> None:
             # written aside and renamed, so a kill in the middle of a write leaves the last whole report

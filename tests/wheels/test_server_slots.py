@@ -2,10 +2,11 @@
 it gets served alone, whatever the requests beside it do, and a request that reuses a cached prompt
 prefix gets the tokens of an empty cache.
 
-benchmarks/server_slots.py's runs: SmolLM2-135M-Instruct, eight chat prompts of about 80 tokens and
-200 generated tokens each, first one request at a time on ``-np 1`` (the reference), then from four
-client threads at once on ``-np 4``, so that continuous batching mixes one slot's prompt with the
-others' generated tokens and verify batches, and requests start while others end. Two servers of the
+benchmarks/server_slots.py's runs: SmolLM2-135M-Instruct, eight chat prompts of about 80 tokens (for
+the drafting server, prompts 0 and 2 of about 1,400: long and short interleaved) and 200 generated
+tokens each, first one request at a time on ``-np 1`` (the reference), then from four client threads
+at once on ``-np 4``, so that continuous batching mixes one slot's prompt with the others' generated
+tokens and verify batches, and requests start while others end. Two servers of the
 guarantee: a self-draft on every slot in the unified KV cache (the server's default for several slots)
 with its default batch sizes, and no draft with a KV stream per slot (``--no-kv-unified``). Then
 benchmarks/server_prefix.py's: one slot, requests that reuse the system-message prefix the previous
@@ -35,8 +36,10 @@ N_PREDICT = 200
 # What the server says where several slots are not covered (a GPU backend); a CPU-only server must not.
 NOT_COVERED = ("not guaranteed to equal plain greedy decoding", "may depend on the requests beside it")
 
-# (draft, unified KV cache): the two servers the guarantee is checked on
-SERVERS = {"draft-unified": (True, True), "plain-per-slot-kv": (False, False)}
+# (draft, unified KV cache, long prompts): the two servers the guarantee is checked on. The drafting one gets
+# two long prompts (about 1,400 tokens) among the short ones, prompts 0 and 2, so that a slot prefills over
+# several ubatches while the others generate and draft.
+SERVERS = {"draft-unified-long-prompts": (True, True, 2), "plain-per-slot-kv": (False, False, 0)}
 
 
 class Runs:
@@ -49,11 +52,12 @@ class Runs:
 
     def slots(self, server: str, switch_on: bool) -> dict:
         if (server, switch_on) not in self._slots:
-            draft, kv_unified = SERVERS[server]
+            draft, kv_unified, long_prompts = SERVERS[server]
             log_dir = self.log_dir / server
             log_dir.mkdir(exist_ok=True)
+            prompts = server_slots.with_long_prompts(server_exact.QUESTIONS, long_prompts)
             self._slots[server, switch_on] = server_slots.switch_state(
-                self.venv, self.model, log_dir, switch_on=switch_on, slots=SLOTS, prompts=server_exact.PROMPTS,
+                self.venv, self.model, log_dir, switch_on=switch_on, slots=SLOTS, prompts=prompts,
                 n_predict=N_PREDICT, draft=draft, kv_unified=kv_unified)
         return self._slots[server, switch_on]
 
