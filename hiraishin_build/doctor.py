@@ -210,7 +210,7 @@ def detect() -> Environment:
 def toolkit_hint(major: int) -> str:
     if major == 12:
         return ("install a CUDA 12 toolkit (https://developer.nvidia.com/cuda-downloads) or build in the CUDA 12 "
-                "devel container (nvidia/cuda:12.9.1-devel-ubuntu22.04), and put its bin/ on PATH; PyPI's "
+                "devel container (nvidia/cuda:12.9.1-devel-rockylinux8, which CI builds in), and put its bin/ on PATH; PyPI's "
                 "nvidia-cuda-nvcc-cu12 ships only ptxas, not nvcc, so it cannot build these wheels")
     if major == 13:
         return ("`pip install nvidia-cuda-nvcc` (CUDA 13 ships nvcc on PyPI) and put its bin/ "

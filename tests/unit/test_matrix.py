@@ -59,6 +59,17 @@ def test_jobs_carry_the_recipe_and_its_ci_settings() -> None:
     assert jobs["cu12-sm120"].smoke_label == "sm120" and jobs["cu13-sm86"].smoke_label == "sm86"
 
 
+def test_every_wheel_is_built_on_the_glibc_its_recipe_promises() -> None:
+    """The recipes promise manylinux_2_28; each build image is RHEL 8-based, whose glibc is 2.28."""
+    recipes = {recipe.name: recipe for recipe in load_recipes(REPO / "recipes")}
+    for job in matrix.build_matrix(Project(REPO)):
+        assert recipes[job.recipe].manylinux == "manylinux_2_28", job.recipe
+        if job.backend == "cuda":
+            assert job.container.endswith("-devel-rockylinux8"), job.container
+        else:
+            assert job.container.startswith("quay.io/pypa/manylinux_2_28_x86_64:"), job.container
+
+
 def test_images_are_pinned() -> None:
     for job in matrix.build_matrix(Project(REPO)):
         assert matrix.pinned_image(job.container), job.container
@@ -126,8 +137,8 @@ def test_a_new_recipe_of_a_known_kind_joins_the_matrix(project_copy: Project) ->
 @pytest.mark.parametrize(
     ("old", "new", "expected"),
     [
-        ('container = "nvidia/cuda:13.0.1-devel-ubuntu22.04"\n', "", "missing required key 'cuda.13.container'"),
-        ('"nvidia/cuda:13.0.1-devel-ubuntu22.04"', '"nvidia/cuda:latest"', "not pinned to an exact tag"),
+        ('container = "nvidia/cuda:13.0.1-devel-rockylinux8"\n', "", "missing required key 'cuda.13.container'"),
+        ('"nvidia/cuda:13.0.1-devel-rockylinux8"', '"nvidia/cuda:latest"', "not pinned to an exact tag"),
         ('cuda-version = "13.0.1"', 'cuda-version = "12.9.1"', "not a CUDA 13 release"),
         ('cuda-version = "13.0.1"', 'cuda-version = "13.0.2"', "does not say CUDA 13.0.2 in its tag"),
         ('[cuda.13]\ncontainer', '[cuda.13]\nimage = "x"\ncontainer', "unknown key 'cuda.13.image'"),
