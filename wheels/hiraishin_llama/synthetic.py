@@ -3,7 +3,7 @@
 Measuring batch invariance needs models that drive the same kernels as
 production checkpoints (same matrix shapes, same quantization formats) but
 can be produced anywhere without downloading gigabytes of weights. A model
-written here is a ``qwen3``, ``qwen3moe`` (Qwen3-30B-A3B), ``gpt-oss``
+written here is a ``qwen3``, ``qwen2`` (Qwen2.5-7B), ``qwen3moe`` (Qwen3-30B-A3B), ``gpt-oss``
 (gpt-oss-20b), ``qwen2moe`` (Qwen1.5-MoE-A2.7B: routed experts beside a
 shared expert), ``qwen35`` (Qwen3.5/3.6 dense: gated delta net layers with
 full attention on every fourth) or ``nemotron_h`` (Nemotron-H: Mamba-2,
@@ -37,6 +37,8 @@ from ._launch import BIN_DIR_ENV
 
 # The dense architecture, and the default of a Preset.
 ARCHITECTURE = "qwen3"
+# Qwen2 and Qwen2.5 (LLM_ARCH_QWEN2): dense, biases on q, k and v, no q/k norms.
+QWEN2 = "qwen2"
 # Mixture-of-experts architectures, as llama.cpp names them in src/llama-arch.cpp
 # (LLM_ARCH_QWEN3MOE, LLM_ARCH_OPENAI_MOE and LLM_ARCH_QWEN2MOE).
 QWEN3MOE = "qwen3moe"
@@ -50,9 +52,9 @@ NEMOTRON_H = "nemotron_h"
 # attention layers, routed experts beside a shared expert instead of the dense FFN.
 QWEN35MOE = "qwen35moe"
 NEMOTRON_H_MOE = "nemotron_h_moe"
-ARCHITECTURES = (ARCHITECTURE, QWEN3MOE, GPT_OSS, QWEN2MOE, QWEN35, NEMOTRON_H, QWEN35MOE, NEMOTRON_H_MOE)
+ARCHITECTURES = (ARCHITECTURE, QWEN3MOE, GPT_OSS, QWEN2MOE, QWEN35, NEMOTRON_H, QWEN35MOE, NEMOTRON_H_MOE, QWEN2)
 # Architectures whose FFNs are dense.
-_DENSE_ARCHITECTURES = (ARCHITECTURE, QWEN35, NEMOTRON_H)
+_DENSE_ARCHITECTURES = (ARCHITECTURE, QWEN35, NEMOTRON_H, QWEN2)
 HYBRID_ARCHITECTURES = (QWEN35, NEMOTRON_H, QWEN35MOE, NEMOTRON_H_MOE)
 # The gated delta net family and the Mamba-2 family, each with and without experts.
 _GDN_ARCHITECTURES = (QWEN35, QWEN35MOE)
@@ -94,7 +96,8 @@ class Preset:
     real gpt-oss GGUFs rely on, writing no pattern key) and YaRN rope scaling
     (factor rope_scaling_factor over rope_scaling_orig_ctx positions).
     qwen2moe adds a shared expert of width n_ff_shexp that every token runs,
-    weighted by a sigmoid gate of its own, and biases on q, k and v.
+    weighted by a sigmoid gate of its own, and biases on q, k and v; qwen2 is
+    dense with those biases (and, as qwen2moe, n_head * head_dim == n_embd).
 
     The hybrid architectures describe their recurrent layers with the ssm_*
     fields, named like llama.cpp's ssm.* keys. qwen35: ssm_n_group key heads
@@ -177,10 +180,14 @@ class Preset:
         if self.expert_weights_scale < 0 or not np.isfinite(self.expert_weights_scale):
             raise ValueError(f"preset {self.name!r}: expert_weights_scale must be a finite number >= 0 (0: no "
                              f"scaling), got {self.expert_weights_scale}")
-        if self.architecture == QWEN2MOE and self.n_head * self.head_dim != self.n_embd:
-            raise ValueError(f"preset {self.name!r}: {QWEN2MOE} needs n_head * head_dim == n_embd (its q and "
+        if self.architecture in (QWEN2, QWEN2MOE) and self.n_head * self.head_dim != self.n_embd:
+            raise ValueError(f"preset {self.name!r}: {self.architecture} needs n_head * head_dim == n_embd (its q and "
                              f"output projections are n_embd x n_embd), got {self.n_head} * {self.head_dim} != "
                              f"{self.n_embd}")
+        # llama.cpp's qwen2 graph asserts that rope turns all of each head.
+        if self.architecture == QWEN2 and self.rope_dim not in (0, self.head_dim):
+            raise ValueError(f"preset {self.name!r}: {QWEN2} rotates all of each head; rope_dim must be 0 or "
+                             f"head_dim {self.head_dim}, got {self.rope_dim}")
         if (self.architecture == GPT_OSS) != (self.sliding_window > 0):
             raise ValueError(f"preset {self.name!r}: sliding_window must be positive for {GPT_OSS} and 0 "
                              f"otherwise, got {self.sliding_window}")
@@ -286,6 +293,14 @@ PRESETS: dict[str, Preset] = {
         # Small enough for CPU unit tests, while every row length stays a multiple of
         # 256 so that K-quants (block size 256) apply to all matrices.
         Preset(name="tiny", n_embd=256, n_head=4, n_head_kv=2, head_dim=64,
+               n_ff=768, n_vocab=4096, n_layer=2, context_length=4096),
+        # Qwen2.5-7B (llama.cpp's qwen2) as its config.json describes it, with a llama-sized vocabulary (the
+        # real one has 152064 tokens): 28 layers, 28 heads of 128 over 4 KV heads with biases on q, k and v,
+        # a SwiGLU of 18944, rope theta 1e6 over all of each head, rms_norm_eps 1e-6. Rows of 3584 and
+        # 18944 are multiples of 256, so K-quants apply everywhere, as for the real model.
+        Preset(name="qwen2", architecture=QWEN2, n_embd=3584, n_head=28, n_head_kv=4, head_dim=128,
+               n_ff=18944, n_vocab=32000, n_layer=28, context_length=32768),
+        Preset(name="tiny-qwen2", architecture=QWEN2, n_embd=256, n_head=4, n_head_kv=2, head_dim=64,
                n_ff=768, n_vocab=4096, n_layer=2, context_length=4096),
         # Qwen3-30B-A3B as its GGUF describes it (feed_forward_length 6144 is metadata
         # only; every layer is a mixture of experts), with a llama-sized vocabulary. The
@@ -627,6 +642,8 @@ def _tensor_specs(preset: Preset, n_layer: int, deep_scale: float = 1.0) -> list
         return _gpt_oss_tensor_specs(preset, n_layer)
     if preset.architecture == QWEN2MOE:
         return _qwen2moe_tensor_specs(preset, n_layer)
+    if preset.architecture == QWEN2:
+        return _qwen2_tensor_specs(preset, n_layer)
     n_embd = preset.n_embd
 
     specs = [_TensorSpec("token_embd.weight", (preset.n_vocab, n_embd), 1.0)]
@@ -644,7 +661,7 @@ def _tensor_specs(preset: Preset, n_layer: int, deep_scale: float = 1.0) -> list
 
 def _qkv_specs(preset: Preset, blk: str, biases: bool) -> list[_TensorSpec]:
     """The attention's input norm and its q, k and v projections, each followed by its bias where the
-    architecture has them (qwen2moe, gpt-oss)."""
+    architecture has them (qwen2, qwen2moe, gpt-oss)."""
     n_embd = preset.n_embd
     specs = [_TensorSpec(f"{blk}.attn_norm.weight", (n_embd,), None)]
     for name, rows in (("attn_q", preset.n_head * preset.head_dim), ("attn_k", preset.n_head_kv * preset.head_dim),
@@ -744,6 +761,34 @@ def _qwen2moe_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
         ]
         specs += _expert_specs(preset, blk, residual_scale, biases=False)
         specs += _shared_expert_specs(preset, blk, residual_scale)
+    return specs + _output_specs(preset)
+
+
+def _dense_ffn_specs(preset: Preset, blk: str, residual_scale: float) -> list[_TensorSpec]:
+    """A SwiGLU (GELU for gemma3) FFN of n_ff: gate and up, then down into the residual stream."""
+    n_embd, n_ff = preset.n_embd, preset.n_ff
+    return [
+        _TensorSpec(f"{blk}.ffn_gate.weight", (n_ff, n_embd), 1.0 / np.sqrt(n_embd)),
+        _TensorSpec(f"{blk}.ffn_up.weight", (n_ff, n_embd), 1.0 / np.sqrt(n_embd)),
+        _TensorSpec(f"{blk}.ffn_down.weight", (n_embd, n_ff), residual_scale / np.sqrt(n_ff)),
+    ]
+
+
+def _qwen2_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
+    """qwen2 (llama_model_qwen2::load_arch_tensors): attention with biases on q, k and v and no q/k norms,
+    an n_embd x n_embd output projection, and a dense SwiGLU FFN."""
+    n_embd = preset.n_embd
+    residual_scale = 1.0 / np.sqrt(2.0 * n_layer)
+
+    specs = [_TensorSpec("token_embd.weight", (preset.n_vocab, n_embd), 1.0)]
+    for layer in range(n_layer):
+        blk = f"blk.{layer}"
+        specs += _qkv_specs(preset, blk, biases=True)  # q is n_embd x n_embd here (Preset checks it)
+        specs += [
+            _TensorSpec(f"{blk}.attn_output.weight", (n_embd, n_embd), residual_scale / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.ffn_norm.weight", (n_embd,), None),
+        ]
+        specs += _dense_ffn_specs(preset, blk, residual_scale)
     return specs + _output_specs(preset)
 
 
