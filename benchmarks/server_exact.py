@@ -1,7 +1,8 @@
 """Does the wheel's llama-server give the same greedy tokens with a draft model as without one?
 
     python3 benchmarks/server_exact.py --venv VENV --model M.gguf [--prompts 8] [--n-predict 200]
-        [--switch on|off|both] [--draft-n-max N] [--json report.json]
+        [--switch on|off|both] [--draft-n-max N] [--template smollm2|gemma3] [--notes N]
+        [--draft-arg ARG ...] [--json report.json]
 
 Starts the llama-server of VENV (a venv with hiraishin-llama installed) on M twice per switch
 state: ``-m M -c 2048 -np 1 -t 2`` (plain) and the same with ``-md M --spec-type draft-simple``
@@ -24,6 +25,13 @@ it served and the end of its log.
 
 The prompts are chat turns (SmolLM2-Instruct's template) long enough that prompt plus 200
 generated tokens cross KV cell 256, where verify batches must be cut (docs/guarantee.md).
+``--template gemma3`` writes the same turns in Gemma 3's template, and ``--notes N`` puts N
+numbered notes before each question, so that a prompt reaches past a sliding window (Gemma 3
+270M's is 512 tokens: 12 notes make prompts of about 450 of its tokens, so 200 generated
+tokens cross it). ``--draft-arg`` passes an argument to the drafting server alone, e.g.
+``--draft-arg=-ctkd --draft-arg=q4_0``: a self-draft whose own KV cache holds Q4_0 keys
+agrees with the target less often than one whose cache is the target's, so some drafts are
+rejected and the server rolls its cache back inside verify batches.
 """
 
 from __future__ import annotations
@@ -63,6 +71,31 @@ QUESTIONS = (
 PROMPTS_TEMPLATE = ("<|im_start|>system\n" + SYSTEM.replace("{", "{{").replace("}", "}}")
                     + "<|im_end|>\n<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n")
 PROMPTS = tuple(PROMPTS_TEMPLATE.format(question=q) for q in QUESTIONS)
+# Gemma 3's chat turns: it has no system role, so the system text opens the user's turn (as its chat template
+# does); /completion adds the BOS token.
+GEMMA3_TEMPLATE = ("<start_of_turn>user\n" + SYSTEM.replace("{", "{{").replace("}", "}}")
+                   + "\n\n{question}<end_of_turn>\n<start_of_turn>model\n")
+TEMPLATES = {"smollm2": PROMPTS_TEMPLATE, "gemma3": GEMMA3_TEMPLATE}
+# The notes of a long prompt (prompts_of), varied enough that a tokenizer makes one or two tokens of each word.
+NOTE_SOURCES = ("the oldest chronicle", "a travelling merchant", "the town archive", "a rival historian",
+                "a letter home", "the court record", "a ship's log", "the parish register")
+NOTE_FINDINGS = ("dates the beginning earlier", "names a different leader", "counts fewer people",
+                 "blames the weather", "mentions a second attempt", "describes the cost", "tells of a quarrel",
+                 "records a surprising success")
+
+
+def notes_text(count: int) -> str:
+    """``count`` numbered notes for a long prompt; about 31 Gemma 3 tokens each."""
+    return "\n".join(f"Note {i + 1}: {NOTE_SOURCES[i % 8]} {NOTE_FINDINGS[(i // 8 + 3 * i) % 8]}, unlike note "
+                     f"{max(1, i - 1)}, and gives the year {1310 + 23 * i} for it." for i in range(count))
+
+
+def prompts_of(template: str = "smollm2", notes: int = 0, questions: tuple[str, ...] = QUESTIONS) -> tuple[str, ...]:
+    """The chat prompts of ``questions`` in TEMPLATES[``template``]; with ``notes``, each question follows that many
+    numbered notes, which makes the prompt long (past a sliding window) while the answer stays the same kind."""
+    return tuple(TEMPLATES[template].format(
+        question=f"Here are my notes.\n{notes_text(notes)}\n\nWith them in mind: {q}" if notes else q)
+        for q in questions)
 
 # Two threads, whatever the machine: the thread count decides how the stock kernels split a KV range,
 # so a fixed count makes the switch-off numbers comparable across machines (both servers of a
@@ -91,6 +124,7 @@ class Answer:
     draft_n: int
     draft_n_accepted: int
     seconds: float
+    prompt_n: int = -1
 
     @classmethod
     def from_response(cls, response: dict, seconds: float) -> Answer:
@@ -99,7 +133,8 @@ class Answer:
                    predicted_n=int(timings.get("predicted_n", -1)),
                    tokens_predicted=int(response.get("tokens_predicted", -1)),
                    stop_type=str(response.get("stop_type", "")), draft_n=int(timings.get("draft_n", 0)),
-                   draft_n_accepted=int(timings.get("draft_n_accepted", 0)), seconds=round(seconds, 2))
+                   draft_n_accepted=int(timings.get("draft_n_accepted", 0)), seconds=round(seconds, 2),
+                   prompt_n=int(timings.get("prompt_n", -1)))
 
     def count_problem(self, n_predict: int) -> str | None:
         """Why the response does not hold the tokens it reports, or None."""
@@ -136,7 +171,7 @@ class Run:
             "failure": self.failure, "fatal_log": self.fatal_log,
             "log_tail": self.log_tail if self.failure else [],
             "startup_s": round(self.startup_s, 2), "seconds": round(self.seconds, 1),
-            "answers": [{"n_tokens": len(a.tokens), "tokens_sha256": tokens_digest(a.tokens),
+            "answers": [{"n_tokens": len(a.tokens), "prompt_n": a.prompt_n, "tokens_sha256": tokens_digest(a.tokens),
                          "predicted_n": a.predicted_n, "tokens_predicted": a.tokens_predicted, "stop_type": a.stop_type,
                          "draft_n": a.draft_n, "draft_n_accepted": a.draft_n_accepted, "seconds": a.seconds,
                          "count_problem": a.count_problem(self.n_predict)}
@@ -188,9 +223,10 @@ def complete(base: str, prompt: str, n_predict: int, timeout_s: float, banned: t
 
 
 def server_args(model: Path, *, draft: bool, draft_n_max: int | None = None, extra: tuple[str, ...] = (),
-                draft_model: Path | None = None, mtp: bool = False) -> list[str]:
+                draft_model: Path | None = None, mtp: bool = False, draft_extra: tuple[str, ...] = ()) -> list[str]:
     """``extra``: more llama-server arguments for both servers, e.g. ``--rpc HOST:PORT -ngl N`` (a split model);
-    ``draft_model``: the draft server's draft (default: the model itself); ``mtp``: the model's MTP head drafts."""
+    ``draft_model``: the draft server's draft (default: the model itself); ``mtp``: the model's MTP head drafts;
+    ``draft_extra``: more arguments for the drafting server alone, e.g. ``-ctkd q4_0`` (its draft's KV cache)."""
     if mtp and draft_model is not None:
         raise ValueError("a server drafts with its MTP head or with a draft model, not both")
     args = ["-m", str(model), *SERVER_ARGS, *extra]
@@ -198,18 +234,19 @@ def server_args(model: Path, *, draft: bool, draft_n_max: int | None = None, ext
         args += [*MTP_ARGS] if mtp else ["-md", str(draft_model or model), *DRAFT_ARGS]
         if draft_n_max is not None:
             args += ["--spec-draft-n-max", str(draft_n_max)]
+        args += draft_extra
     return args
 
 
 def serve(venv: Path, model: Path, log_path: Path, *, draft: bool, switch_on: bool, prompts: tuple[str, ...] = PROMPTS,
           n_predict: int = 200, draft_n_max: int | None = None, timeout_s: float = 600.0,
           extra: tuple[str, ...] = (), draft_model: Path | None = None, banned: tuple[int, ...] = (),
-          mtp: bool = False) -> Run:
+          mtp: bool = False, draft_extra: tuple[str, ...] = ()) -> Run:
     """The server of ``venv`` answering ``prompts`` one after the other; stops at the first request
     that gets no answer (the server died or hung) and records why."""
     run = Run(label=f"{'draft' if draft else 'plain'}-{'on' if switch_on else 'off'}",
               args=server_args(model, draft=draft, draft_n_max=draft_n_max, extra=extra, draft_model=draft_model,
-                               mtp=mtp),
+                               mtp=mtp, draft_extra=draft_extra),
               env=SWITCH_ENV[switch_on],
               n_predict=n_predict)
     started = time.monotonic()
@@ -260,13 +297,13 @@ def compare(plain: Run, draft: Run) -> list[dict]:
 def switch_state(venv: Path, model: Path, log_dir: Path, *, switch_on: bool, prompts: tuple[str, ...] = PROMPTS,
                  n_predict: int = 200, draft_n_max: int | None = None, plain_after_failure: bool = True,
                  extra: tuple[str, ...] = (), draft_model: Path | None = None,
-                 banned: tuple[int, ...] = (), mtp: bool = False) -> dict:
+                 banned: tuple[int, ...] = (), mtp: bool = False, draft_extra: tuple[str, ...] = ()) -> dict:
     """The draft server's run, then the plain one's (skipped when the draft server failed and
     ``plain_after_failure`` is false), and their comparison."""
     name = "on" if switch_on else "off"
     draft = serve(venv, model, log_dir / f"draft-{name}.log", draft=True, switch_on=switch_on, prompts=prompts,
                   n_predict=n_predict, draft_n_max=draft_n_max, extra=extra, draft_model=draft_model,
-                  banned=banned, mtp=mtp)
+                  banned=banned, mtp=mtp, draft_extra=draft_extra)
     if draft.failure and not plain_after_failure:
         plain = Run(label=f"plain-{name}", args=server_args(model, draft=False, extra=extra), env=SWITCH_ENV[switch_on],
                     n_predict=n_predict, failure="not run: the draft server failed")
@@ -312,6 +349,15 @@ def main() -> None:
                         help="start one rpc-server on 127.0.0.1 with this --device list (e.g. CUDA0, CPU, or all) "
                              "for each switch state, with that state's switch, and pass it to both servers by "
                              "--rpc (repeat for more workers; -ngl comes from --server-arg)")
+    parser.add_argument("--draft-arg", action="append", default=[], metavar="ARG",
+                        help="one more llama-server argument for the drafting server alone (repeat it), e.g. "
+                             "--draft-arg=-ctkd --draft-arg=q4_0: the draft's KV cache keeps Q4_0 keys, so a self-draft "
+                             "is rejected now and then")
+    parser.add_argument("--template", choices=sorted(TEMPLATES), default="smollm2",
+                        help="the chat template the prompts are written in (default: SmolLM2-Instruct's)")
+    parser.add_argument("--notes", type=int, default=0,
+                        help="numbered notes before each question, to make long prompts (12: about 450 Gemma 3 "
+                             "tokens)")
     parser.add_argument("--log-dir", type=Path, default=Path("server-exact-logs"))
     parser.add_argument("--json", type=Path, help="write the report here")
     parser.add_argument("--device", default=f"{platform.machine()}, {platform.processor() or 'cpu'}")
@@ -319,7 +365,7 @@ def main() -> None:
     if args.mtp and args.draft_model:
         parser.error("--mtp drafts with the model's own MTP head; leave out --draft-model")
     args.log_dir.mkdir(parents=True, exist_ok=True)
-    prompts = PROMPTS[:args.prompts]
+    prompts = prompts_of(args.template, args.notes)[:args.prompts]
     try:
         banned = token_range(args.ban_tokens) if args.ban_tokens else ()
     except ValueError as error:
@@ -334,7 +380,8 @@ def main() -> None:
             extra = (*args.server_arg, *(("--rpc", ",".join(endpoints)) if endpoints else ()))
             states[name] = switch_state(args.venv, args.model, args.log_dir, switch_on=name == "on", prompts=prompts,
                                         n_predict=args.n_predict, draft_n_max=args.draft_n_max, extra=extra,
-                                        draft_model=args.draft_model, banned=banned, mtp=args.mtp)
+                                        draft_model=args.draft_model, banned=banned, mtp=args.mtp,
+                                        draft_extra=tuple(args.draft_arg))
         print(f"switch {name}: identical {states[name]['identical']}/{states[name]['compared']}; "
               f"served plain {states[name]['plain'].served}, draft {states[name]['draft'].served} "
               f"of {len(prompts)}", flush=True)
@@ -342,6 +389,9 @@ def main() -> None:
         **report_header("benchmarks/server_exact.py", args.venv, args.device),
         "model": args.model.name,
         "draft_model": "the model's MTP head" if args.mtp else (args.draft_model or args.model).name,
+        "draft_args": args.draft_arg,
+        "template": args.template,
+        "notes": args.notes,
         "banned_tokens": args.ban_tokens,
         "rpc_workers": args.rpc_worker,
         "n_predict": args.n_predict,

