@@ -1,7 +1,8 @@
-"""Synthetic models of more architectures people speculate with: qwen2 (Qwen2.5-7B). Presets with the real
-models' shapes, the tiny models' tensors and metadata, and, with the CPU tools (HIRAISHIN_LLAMA_BIN_DIR or the
-built wheel; the tests skip without, see conftest.py), a replay of each tiny model: every verify batch's logits
-one-token decoding's with the switch on, and some differing with it off (the control).
+"""Synthetic models of more architectures people speculate with: qwen2 (Qwen2.5-7B) and gemma3 (Gemma 3 12B).
+Presets with the real models' shapes, the tiny models' tensors and metadata, and, with the CPU tools
+(HIRAISHIN_LLAMA_BIN_DIR or the built wheel; the tests skip without, see conftest.py), a replay of each tiny
+model: every verify batch's logits one-token decoding's with the switch on, and some differing with it off (the
+control).
 """
 
 from __future__ import annotations
@@ -10,15 +11,22 @@ import dataclasses
 from pathlib import Path
 
 import gguf
+import numpy as np
 import pytest
-
 from hiraishin_llama import synthetic
 
-from tests.wheels.synthetic_checks import (assert_deterministic, assert_draws_do_not_depend_on_layer_count,
-                                          assert_replay_on_the_cpu, embedding_and_output_layout, make_models,
-                                          metadata_field, tensor_layout)
+from tests.wheels.synthetic_checks import (
+    REPLAY_PROMPT,
+    assert_deterministic,
+    assert_draws_do_not_depend_on_layer_count,
+    assert_replay_on_the_cpu,
+    embedding_and_output_layout,
+    make_models,
+    metadata_field,
+    tensor_layout,
+)
 
-TINY_PRESETS = ("tiny-qwen2",)
+TINY_PRESETS = ("tiny-qwen2", "tiny-gemma3")
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +48,37 @@ def test_qwen2_preset_has_qwen25_7bs_shapes() -> None:
     assert not p.is_moe
 
 
+def test_gemma3_preset_has_gemma3_12bs_shapes() -> None:
+    # Gemma 3 12B's config.json (text_config): hidden_size 3840, num_attention_heads 16, num_key_value_heads 8,
+    # head_dim 256, intermediate_size 15360, num_hidden_layers 48, sliding_window 1024, sliding_window_pattern 6,
+    # rope_theta 1e6 with rope_scaling linear 8 (global layers), rope_local_base_freq 1e4, rms_norm_eps 1e-6,
+    # max_position_embeddings 131072; with a llama-sized vocabulary (the real one has 262208 tokens).
+    p = synthetic.get_preset("gemma3")
+    assert p.architecture == synthetic.GEMMA3 == "gemma3"
+    assert (p.n_embd, p.n_head, p.n_head_kv, p.head_dim, p.n_ff, p.n_layer) == (3840, 16, 8, 256, 15360, 48)
+    assert (p.sliding_window, p.sliding_window_pattern, p.rope_freq_base, p.rope_freq_base_swa) == (1024, 6, 1e6, 1e4)
+    assert (p.rope_scaling_type, p.rope_scaling_factor, p.rms_norm_eps, p.context_length) == ("linear", 8.0, 1e-6,
+                                                                                                131072)
+    # five local layers, then a global one (llama.cpp's set_swa_pattern(6))
+    assert p.sliding_window_layers(12) == [True] * 5 + [False] + [True] * 5 + [False]
+    assert sum(not local for local in p.sliding_window_layers(p.n_layer)) == 8
+
+
+def test_tiny_gemma3_slides_its_window_in_a_cpu_replay() -> None:
+    p = synthetic.get_preset("tiny-gemma3")
+    assert p.head_dim == 256 and p.sliding_window < REPLAY_PROMPT
+    assert p.sliding_window_layers(p.n_layer) == [True] * 5 + [False]
+
+
 @pytest.mark.parametrize(("name", "changes", "message"), [
+    ("tiny-gemma3", {"sliding_window": 0}, "'tiny-gemma3': sliding_window must be positive for gpt-oss and gemma3"),
+    ("tiny-gemma3", {"sliding_window_pattern": 1}, "'tiny-gemma3': gemma3 needs sliding_window_pattern >= 2"),
+    ("tiny-gemma3", {"rope_freq_base_swa": 0.0}, "'tiny-gemma3': gemma3 needs a positive rope_freq_base_swa"),
+    ("tiny-gemma3", {"rope_dim": 128}, "'tiny-gemma3': gemma3 rotates all of each head"),
+    ("tiny-gemma3", {"rope_scaling_orig_ctx": 4096}, "'tiny-gemma3': linear rope scaling has no original context"),
+    ("tiny-gemma3", {"rope_scaling_type": "dynamic"}, "'tiny-gemma3': unknown rope_scaling_type 'dynamic'"),
+    ("tiny-qwen2", {"sliding_window_pattern": 6},
+     "'tiny-qwen2': sliding_window_pattern and rope_freq_base_swa describe gemma3's local layers"),
     ("tiny-qwen2", {"head_dim": 128}, "'tiny-qwen2': qwen2 needs n_head \\* head_dim == n_embd"),
     ("tiny-qwen2", {"rope_dim": 32}, "'tiny-qwen2': qwen2 rotates all of each head; rope_dim must be 0"),
     ("tiny-qwen2", {"n_expert": 16, "n_expert_used": 4, "n_ff_exp": 256}, "'tiny-qwen2': a qwen2 model has no experts"),
@@ -68,6 +106,47 @@ def test_qwen2_tensors(models: dict[str, Path]) -> None:
     assert tensor_layout(models["tiny-qwen2"]) == expected
 
 
+def test_gemma3_tensors(models: dict[str, Path]) -> None:
+    p = synthetic.get_preset("tiny-gemma3")
+    d, hd = p.n_embd, p.head_dim
+    n_q, n_kv = p.n_head * hd, p.n_head_kv * hd
+    # As llama_model_gemma3::load_arch_tensors creates them; no output.weight (tied to token_embd).
+    layout = {"attn_norm.weight": ([d], "F32"), "attn_q.weight": ([d, n_q], "F16"),
+              "attn_k.weight": ([d, n_kv], "F16"), "attn_v.weight": ([d, n_kv], "F16"),
+              "attn_output.weight": ([n_q, d], "F16"), "post_attention_norm.weight": ([d], "F32"),
+              "attn_k_norm.weight": ([hd], "F32"), "attn_q_norm.weight": ([hd], "F32"),
+              "ffn_norm.weight": ([d], "F32"), "ffn_gate.weight": ([d, p.n_ff], "F16"),
+              "ffn_up.weight": ([d, p.n_ff], "F16"), "ffn_down.weight": ([p.n_ff, d], "F16"),
+              "post_ffw_norm.weight": ([d], "F32")}
+    expected = {"token_embd.weight": ([d, p.n_vocab], "F16"), "output_norm.weight": ([d], "F32")}
+    for layer in range(p.n_layer):
+        expected.update({f"blk.{layer}.{name}": value for name, value in layout.items()})
+    assert tensor_layout(models["tiny-gemma3"]) == expected
+
+
+def test_gemma3_logits_keep_their_scale_through_the_tied_output(models: dict[str, Path]) -> None:
+    # The input embedding (token_embd * sqrt(n_embd)) is small, and output_norm scales the tied logits back up.
+    p = synthetic.get_preset("tiny-gemma3")
+    tensors = {t.name: t.data for t in gguf.GGUFReader(models["tiny-gemma3"]).tensors}
+    input_rms = float(np.sqrt(np.mean(np.square(tensors["token_embd.weight"].astype(np.float64))) * p.n_embd))
+    assert input_rms == pytest.approx(synthetic.GEMMA3_INPUT_RMS / np.sqrt(p.n_embd), rel=0.01)
+    assert float(tensors["output_norm.weight"][0]) * input_rms == pytest.approx(synthetic.LOGIT_STD, rel=0.01)
+
+
+def test_gemma3_metadata(models: dict[str, Path]) -> None:
+    p = synthetic.get_preset("tiny-gemma3")
+    reader = gguf.GGUFReader(models["tiny-gemma3"])
+    assert metadata_field(reader, "general.architecture") == "gemma3"
+    expected = {"block_count": p.n_layer, "attention.sliding_window": p.sliding_window,
+                "attention.sliding_window_pattern": 6, "attention.key_length": 256, "attention.value_length": 256,
+                "rope.dimension_count": 256, "rope.scaling.type": "linear"}
+    for key, value in expected.items():
+        assert metadata_field(reader, f"gemma3.{key}") == value, key
+    for key, value in {"rope.freq_base": 1e6, "rope.freq_base_swa": 1e4, "rope.scaling.factor": 8.0}.items():
+        assert metadata_field(reader, f"gemma3.{key}") == pytest.approx(value), key
+    assert not [f for f in reader.fields if "orig_ctx" in f or "softcapping" in f or "expert" in f]
+
+
 def test_qwen2_metadata(models: dict[str, Path]) -> None:
     p = synthetic.get_preset("tiny-qwen2")
     reader = gguf.GGUFReader(models["tiny-qwen2"])
@@ -87,7 +166,9 @@ def test_models_are_deterministic(name: str, models: dict[str, Path], tmp_path: 
 
 
 # What each preset's layers write into the residual stream, scaled by the layer count.
-RESIDUAL = {"tiny-qwen2": ("attn_output.weight", "ffn_down.weight")}
+RESIDUAL = {"tiny-qwen2": ("attn_output.weight", "ffn_down.weight"),
+            # gemma3's writes are normed after them: no tensor depends on the layer count
+            "tiny-gemma3": ()}
 
 
 @pytest.mark.parametrize("name", TINY_PRESETS)
@@ -103,7 +184,11 @@ def test_the_cli_writes_a_tiny_model(tmp_path: Path) -> None:
 
 
 def test_describe_preset_names_the_architecture() -> None:
-    assert synthetic.describe_preset("qwen2") == "qwen2, 28 layers, n_embd 3584, 28/4 heads of 128, n_ff 18944, vocab 32000"
+    assert synthetic.describe_preset("qwen2") == ("qwen2, 28 layers, n_embd 3584, 28/4 heads of 128, n_ff 18944, "
+                                                  "vocab 32000")
+    assert synthetic.describe_preset("gemma3") == (
+        "gemma3, 48 layers, n_embd 3840, 16/8 heads of 256, n_ff 15360, window 1024 on 5 of every 6 layers (rope "
+        "theta 10000; global 1e+06, scaled by 8), tied output, vocab 32000")
 
 
 # --- with the real tools ---

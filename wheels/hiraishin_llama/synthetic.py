@@ -3,7 +3,8 @@
 Measuring batch invariance needs models that drive the same kernels as
 production checkpoints (same matrix shapes, same quantization formats) but
 can be produced anywhere without downloading gigabytes of weights. A model
-written here is a ``qwen3``, ``qwen2`` (Qwen2.5-7B), ``qwen3moe`` (Qwen3-30B-A3B), ``gpt-oss``
+written here is a ``qwen3``, ``qwen2`` (Qwen2.5-7B), ``gemma3`` (Gemma 3 12B), ``qwen3moe``
+(Qwen3-30B-A3B), ``gpt-oss``
 (gpt-oss-20b), ``qwen2moe`` (Qwen1.5-MoE-A2.7B: routed experts beside a
 shared expert), ``qwen35`` (Qwen3.5/3.6 dense: gated delta net layers with
 full attention on every fourth) or ``nemotron_h`` (Nemotron-H: Mamba-2,
@@ -39,6 +40,9 @@ from ._launch import BIN_DIR_ENV
 ARCHITECTURE = "qwen3"
 # Qwen2 and Qwen2.5 (LLM_ARCH_QWEN2): dense, biases on q, k and v, no q/k norms.
 QWEN2 = "qwen2"
+# Gemma 3 (LLM_ARCH_GEMMA3): dense, GELU-gated FFN, q/k norms, norms after attention and FFN, sliding window
+# attention on all but every sliding_window_pattern-th layer, embedding scaled by sqrt(n_embd), tied output.
+GEMMA3 = "gemma3"
 # Mixture-of-experts architectures, as llama.cpp names them in src/llama-arch.cpp
 # (LLM_ARCH_QWEN3MOE, LLM_ARCH_OPENAI_MOE and LLM_ARCH_QWEN2MOE).
 QWEN3MOE = "qwen3moe"
@@ -52,9 +56,14 @@ NEMOTRON_H = "nemotron_h"
 # attention layers, routed experts beside a shared expert instead of the dense FFN.
 QWEN35MOE = "qwen35moe"
 NEMOTRON_H_MOE = "nemotron_h_moe"
-ARCHITECTURES = (ARCHITECTURE, QWEN3MOE, GPT_OSS, QWEN2MOE, QWEN35, NEMOTRON_H, QWEN35MOE, NEMOTRON_H_MOE, QWEN2)
+ARCHITECTURES = (ARCHITECTURE, QWEN3MOE, GPT_OSS, QWEN2MOE, QWEN35, NEMOTRON_H, QWEN35MOE, NEMOTRON_H_MOE, QWEN2,
+                 GEMMA3)
 # Architectures whose FFNs are dense.
-_DENSE_ARCHITECTURES = (ARCHITECTURE, QWEN35, NEMOTRON_H, QWEN2)
+_DENSE_ARCHITECTURES = (ARCHITECTURE, QWEN35, NEMOTRON_H, QWEN2, GEMMA3)
+# Architectures with sliding window attention on some layers.
+_SWA_ARCHITECTURES = (GPT_OSS, GEMMA3)
+# How a preset's rope_scaling_factor stretches positions (llama.cpp's rope.scaling.type).
+ROPE_SCALING_TYPES = ("yarn", "linear")
 HYBRID_ARCHITECTURES = (QWEN35, NEMOTRON_H, QWEN35MOE, NEMOTRON_H_MOE)
 # The gated delta net family and the Mamba-2 family, each with and without experts.
 _GDN_ARCHITECTURES = (QWEN35, QWEN35MOE)
@@ -98,6 +107,10 @@ class Preset:
     qwen2moe adds a shared expert of width n_ff_shexp that every token runs,
     weighted by a sigmoid gate of its own, and biases on q, k and v; qwen2 is
     dense with those biases (and, as qwen2moe, n_head * head_dim == n_embd).
+    gemma3 slides a window of sliding_window over all layers but every
+    sliding_window_pattern-th (from layer pattern - 1 on), whose rope base is
+    rope_freq_base_swa, and scales the global layers' positions linearly
+    (rope_scaling_type "linear": factor rope_scaling_factor, no original context).
 
     The hybrid architectures describe their recurrent layers with the ssm_*
     fields, named like llama.cpp's ssm.* keys. qwen35: ssm_n_group key heads
@@ -153,6 +166,9 @@ class Preset:
     n_nextn: int = 0
     expert_weights_norm: bool = False
     expert_weights_scale: float = 0.0
+    sliding_window_pattern: int = 0
+    rope_freq_base_swa: float = 0.0
+    rope_scaling_type: str = "yarn"
 
     def __post_init__(self) -> None:
         if self.architecture not in ARCHITECTURES:
@@ -188,16 +204,45 @@ class Preset:
         if self.architecture == QWEN2 and self.rope_dim not in (0, self.head_dim):
             raise ValueError(f"preset {self.name!r}: {QWEN2} rotates all of each head; rope_dim must be 0 or "
                              f"head_dim {self.head_dim}, got {self.rope_dim}")
-        if (self.architecture == GPT_OSS) != (self.sliding_window > 0):
-            raise ValueError(f"preset {self.name!r}: sliding_window must be positive for {GPT_OSS} and 0 "
-                             f"otherwise, got {self.sliding_window}")
-        if (self.rope_scaling_factor > 0) != (self.rope_scaling_orig_ctx > 0):
+        if (self.architecture in _SWA_ARCHITECTURES) != (self.sliding_window > 0):
+            raise ValueError(f"preset {self.name!r}: sliding_window must be positive for "
+                             f"{' and '.join(_SWA_ARCHITECTURES)} and 0 otherwise, got {self.sliding_window}")
+        self._check_gemma3()
+        if self.rope_scaling_type not in ROPE_SCALING_TYPES:
+            raise ValueError(f"preset {self.name!r}: unknown rope_scaling_type {self.rope_scaling_type!r}; valid "
+                             f"types: {', '.join(ROPE_SCALING_TYPES)}")
+        if self.rope_scaling_factor < 0 or not np.isfinite(self.rope_scaling_factor):
+            raise ValueError(f"preset {self.name!r}: rope_scaling_factor must be a finite number >= 0 (0: no "
+                             f"scaling), got {self.rope_scaling_factor}")
+        if self.rope_scaling_type == "linear":
+            if self.rope_scaling_orig_ctx:
+                raise ValueError(f"preset {self.name!r}: linear rope scaling has no original context; leave "
+                                 f"rope_scaling_orig_ctx unset, got {self.rope_scaling_orig_ctx}")
+        elif (self.rope_scaling_factor > 0) != (self.rope_scaling_orig_ctx > 0):
             raise ValueError(f"preset {self.name!r}: YaRN rope scaling needs both rope_scaling_factor and "
                              "rope_scaling_orig_ctx, or neither")
         if not 0 <= self.rope_dim <= self.head_dim or self.rope_dim % 2:
             raise ValueError(f"preset {self.name!r}: rope_dim must be even and at most head_dim {self.head_dim} "
                              f"(0 for all of it), got {self.rope_dim}")
         self._check_recurrent_layers()
+
+    def _check_gemma3(self) -> None:
+        if self.architecture != GEMMA3:
+            if self.sliding_window_pattern or self.rope_freq_base_swa:
+                raise ValueError(f"preset {self.name!r}: sliding_window_pattern and rope_freq_base_swa describe "
+                                 f"{GEMMA3}'s local layers; leave them unset for {self.architecture}")
+            return
+        # Pattern 1 would make every layer global; llama.cpp takes a missing key for its default 6.
+        if self.sliding_window_pattern < 2:
+            raise ValueError(f"preset {self.name!r}: {GEMMA3} needs sliding_window_pattern >= 2 (every "
+                             f"pattern-th layer is global, the others slide the window), got "
+                             f"{self.sliding_window_pattern}")
+        if not (self.rope_freq_base_swa > 0 and np.isfinite(self.rope_freq_base_swa)):
+            raise ValueError(f"preset {self.name!r}: {GEMMA3} needs a positive rope_freq_base_swa (the local "
+                             f"layers' rope base), got {self.rope_freq_base_swa}")
+        if self.rope_dim not in (0, self.head_dim):
+            raise ValueError(f"preset {self.name!r}: {GEMMA3} rotates all of each head; rope_dim must be 0 or "
+                             f"head_dim {self.head_dim}, got {self.rope_dim}")
 
     def _check_recurrent_layers(self) -> None:
         ssm = {"ssm_d_conv": self.ssm_d_conv, "ssm_d_state": self.ssm_d_state, "ssm_n_group": self.ssm_n_group,
@@ -282,6 +327,14 @@ class Preset:
             return "".join(self.layer_pattern[layer % len(self.layer_pattern)] for layer in range(n_layer))
         return ATTENTION_LAYER * n_layer
 
+    def sliding_window_layers(self, n_layer: int) -> list[bool]:
+        """Whether each of n_layer layers slides its attention window (llama_hparams::set_swa_pattern: gpt-oss's
+        default period 2, gemma3's sliding_window_pattern, the last layer of each period global)."""
+        if not self.sliding_window:
+            return [False] * n_layer
+        period = self.sliding_window_pattern or 2
+        return [layer % period < period - 1 for layer in range(n_layer)]
+
 
 PRESETS: dict[str, Preset] = {
     preset.name: preset
@@ -302,6 +355,20 @@ PRESETS: dict[str, Preset] = {
                n_ff=18944, n_vocab=32000, n_layer=28, context_length=32768),
         Preset(name="tiny-qwen2", architecture=QWEN2, n_embd=256, n_head=4, n_head_kv=2, head_dim=64,
                n_ff=768, n_vocab=4096, n_layer=2, context_length=4096),
+        # Gemma 3 12B (llama.cpp's gemma3) as its config.json describes it, with a llama-sized vocabulary (the real
+        # one has 262208 tokens): 48 layers, 16 heads of 256 over 8 KV heads with q/k norms, a GELU-tanh gated
+        # FFN of 15360, norms after attention and FFN; five local layers (window 1024, rope theta 1e4) then a
+        # global one (rope theta 1e6, positions scaled linearly by 8), the embedding scaled by sqrt(3840) and
+        # tied to the output. The tiny version keeps heads of 256 and the pattern (layer 5 global) with a
+        # window of 128, so that a CPU replay of 600 tokens slides it.
+        Preset(name="gemma3", architecture=GEMMA3, n_embd=3840, n_head=16, n_head_kv=8, head_dim=256,
+               n_ff=15360, n_vocab=32000, n_layer=48, context_length=131072,
+               sliding_window=1024, sliding_window_pattern=6, rope_freq_base_swa=1e4,
+               rope_scaling_type="linear", rope_scaling_factor=8.0),
+        Preset(name="tiny-gemma3", architecture=GEMMA3, n_embd=256, n_head=2, n_head_kv=1, head_dim=256,
+               n_ff=768, n_vocab=4096, n_layer=6, context_length=4096,
+               sliding_window=128, sliding_window_pattern=6, rope_freq_base_swa=1e4,
+               rope_scaling_type="linear", rope_scaling_factor=8.0),
         # Qwen3-30B-A3B as its GGUF describes it (feed_forward_length 6144 is metadata
         # only; every layer is a mixture of experts), with a llama-sized vocabulary. The
         # top-8 routing weights are renormalized (norm_topk_prob), as llama.cpp's qwen3moe
@@ -423,6 +490,12 @@ SPACE_MARKER = "\u2581"
 # standard deviation equals this factor; large enough that the top two logits
 # are well separated and greedy decoding does not hinge on float ties.
 LOGIT_STD = 3.0
+
+# gemma3's input embedding (token_embd scaled by sqrt(n_embd)) has RMS GEMMA3_INPUT_RMS / sqrt(n_embd): with the
+# output tied to token_embd, a logit's standard deviation is output_norm's weight times that RMS, and the input
+# token's own logit stands out of the others by about GEMMA3_INPUT_RMS / (the residual stream's RMS, which the
+# layers' unit writes grow to about sqrt(2 * n_layer)) of their standard deviations.
+GEMMA3_INPUT_RMS = 4.0
 
 # gpt-oss biases, relative to the unit-scale activations they are added to
 # (scaled like their matrices where they write into the residual stream).
@@ -564,6 +637,8 @@ class _TensorSpec:
     # Added to the normal draw's leading square block (a matrix that passes its first inputs through):
     # the MTP block's eh_proj, so that the draft head sees the next token's embedding.
     identity: float = 0.0
+    # The value of every weight of a norm (std None, no uniform draw): gemma3's output norm sets the logits' scale.
+    fill: float = 1.0
 
     @property
     def dtype(self) -> type[np.floating]:
@@ -644,6 +719,8 @@ def _tensor_specs(preset: Preset, n_layer: int, deep_scale: float = 1.0) -> list
         return _qwen2moe_tensor_specs(preset, n_layer)
     if preset.architecture == QWEN2:
         return _qwen2_tensor_specs(preset, n_layer)
+    if preset.architecture == GEMMA3:
+        return _gemma3_tensor_specs(preset, n_layer)
     n_embd = preset.n_embd
 
     specs = [_TensorSpec("token_embd.weight", (preset.n_vocab, n_embd), 1.0)]
@@ -790,6 +867,39 @@ def _qwen2_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
         ]
         specs += _dense_ffn_specs(preset, blk, residual_scale)
     return specs + _output_specs(preset)
+
+
+def _gemma3_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
+    """gemma3 (llama_model_gemma3::load_arch_tensors): qwen3's attention (q and k normed per head), each
+    sublayer's output RMS-normed (post_attention_norm, post_ffw_norm) before it joins the residual stream, a
+    GELU-gated FFN, and no output.weight: the logits come from token_embd (tied), after output_norm.
+
+    The post norms make every write unit-RMS whatever its matrices' scale, so these take 1/sqrt(fan_in) at any
+    depth. With the output tied, the residual stream's copy of the input embedding (scaled by sqrt(n_embd))
+    votes for the input token itself: the embedding is drawn at GEMMA3_INPUT_RMS / sqrt(n_embd) RMS after that
+    scaling, small beside the layers' unit writes, so that the model does not just repeat its input, and
+    output_norm's weights, all LOGIT_STD / that RMS, give the logits LOGIT_STD as elsewhere."""
+    n_embd, head_dim = preset.n_embd, preset.head_dim
+    n_q, n_kv = preset.n_head * head_dim, preset.n_head_kv * head_dim
+    input_rms = GEMMA3_INPUT_RMS / np.sqrt(n_embd)
+
+    specs = [_TensorSpec("token_embd.weight", (preset.n_vocab, n_embd), input_rms / np.sqrt(n_embd))]
+    for layer in range(n_layer):
+        blk = f"blk.{layer}"
+        specs += [
+            _TensorSpec(f"{blk}.attn_norm.weight", (n_embd,), None),
+            _TensorSpec(f"{blk}.attn_q.weight", (n_q, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.attn_k.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.attn_v.weight", (n_kv, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.attn_output.weight", (n_embd, n_q), 1.0 / np.sqrt(n_q)),
+            _TensorSpec(f"{blk}.post_attention_norm.weight", (n_embd,), None),
+            _TensorSpec(f"{blk}.attn_k_norm.weight", (head_dim,), None),
+            _TensorSpec(f"{blk}.attn_q_norm.weight", (head_dim,), None),
+            _TensorSpec(f"{blk}.ffn_norm.weight", (n_embd,), None),
+        ]
+        specs += _dense_ffn_specs(preset, blk, residual_scale=1.0)
+        specs.append(_TensorSpec(f"{blk}.post_ffw_norm.weight", (n_embd,), None))
+    return specs + [_TensorSpec("output_norm.weight", (n_embd,), None, fill=LOGIT_STD / input_rms)]
 
 
 def _gpt_oss_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
@@ -954,7 +1064,7 @@ def _materialize(spec: _TensorSpec, seed: int) -> np.ndarray:
         low, high = spec.uniform
         return _tensor_rng(seed, spec.name).uniform(low, high, size=spec.shape).astype(np.float32)
     if spec.std is None:
-        return np.ones(spec.shape, dtype=np.float32)
+        return np.full(spec.shape, spec.fill, dtype=np.float32)
     rng = _tensor_rng(seed, spec.name)
     std = np.float32(spec.std)
     out = np.empty(spec.shape, dtype=spec.dtype)
@@ -1023,7 +1133,17 @@ def _add_metadata(writer: gguf.GGUFWriter, preset: Preset, seed: int, n_layer: i
         writer.add_nextn_predict_layers(preset.n_nextn)
     if preset.sliding_window:
         writer.add_sliding_window(preset.sliding_window)
-    if preset.rope_scaling_factor:
+    if preset.sliding_window_pattern:
+        # Spelled out: conversions of Gemma 3 write no pattern (llama.cpp's default is 6), and gguf's
+        # add_sliding_window_pattern writes a per-layer array in releases that have it.
+        writer.add_uint32(f"{preset.architecture}.attention.sliding_window_pattern", preset.sliding_window_pattern)
+    if preset.rope_freq_base_swa:
+        # Spelled out: gguf releases before 0.17 have no add_rope_freq_base_swa.
+        writer.add_float32(f"{preset.architecture}.rope.freq_base_swa", preset.rope_freq_base_swa)
+    if preset.rope_scaling_factor and preset.rope_scaling_type == "linear":
+        writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        writer.add_rope_scaling_factor(preset.rope_scaling_factor)
+    elif preset.rope_scaling_factor:
         writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
         writer.add_rope_scaling_factor(preset.rope_scaling_factor)
         writer.add_rope_scaling_orig_ctx_len(preset.rope_scaling_orig_ctx)
@@ -1401,7 +1521,12 @@ def describe_preset(preset: str | Preset) -> str:
             text += f" and a shared expert of {preset.n_ff_shexp}"
     else:
         text += f", n_ff {preset.n_ff}"
-    if preset.sliding_window:
+    if preset.architecture == GEMMA3:
+        period = preset.sliding_window_pattern
+        text += (f", window {preset.sliding_window} on {period - 1} of every {period} layers (rope theta "
+                 f"{preset.rope_freq_base_swa:g}; global {preset.rope_freq_base:g}, scaled by "
+                 f"{preset.rope_scaling_factor:g}), tied output")
+    elif preset.sliding_window:
         text += f", window {preset.sliding_window} on every other layer"
     if preset.architecture == QWEN35:
         text += (f", gated delta nets of {preset.ssm_dt_rank}/{preset.ssm_n_group} value/key heads of "
