@@ -4,7 +4,7 @@ Measuring batch invariance needs models that drive the same kernels as
 production checkpoints (same matrix shapes, same quantization formats) but
 can be produced anywhere without downloading gigabytes of weights. A model
 written here is a ``qwen3``, ``qwen2`` (Qwen2.5-7B), ``gemma3`` (Gemma 3 12B), ``qwen3moe``
-(Qwen3-30B-A3B), ``gpt-oss``
+(Qwen3-30B-A3B), ``glm4moe`` (GLM-4.5-Air), ``gpt-oss``
 (gpt-oss-20b), ``qwen2moe`` (Qwen1.5-MoE-A2.7B: routed experts beside a
 shared expert), ``qwen35`` (Qwen3.5/3.6 dense: gated delta net layers with
 full attention on every fourth) or ``nemotron_h`` (Nemotron-H: Mamba-2,
@@ -48,6 +48,9 @@ GEMMA3 = "gemma3"
 QWEN3MOE = "qwen3moe"
 GPT_OSS = "gpt-oss"
 QWEN2MOE = "qwen2moe"
+# GLM-4.5 (LLM_ARCH_GLM4_MOE): leading dense layers, then routed experts (sigmoid scores plus a per-expert bias)
+# beside a shared expert, attention with biases on q, k and v rotating part of each head, and an MTP layer.
+GLM4MOE = "glm4moe"
 # Hybrid recurrent architectures (LLM_ARCH_QWEN35 and LLM_ARCH_NEMOTRON_H): recurrent layers, whose
 # state carries over from token to token, between full attention layers.
 QWEN35 = "qwen35"
@@ -57,7 +60,7 @@ NEMOTRON_H = "nemotron_h"
 QWEN35MOE = "qwen35moe"
 NEMOTRON_H_MOE = "nemotron_h_moe"
 ARCHITECTURES = (ARCHITECTURE, QWEN3MOE, GPT_OSS, QWEN2MOE, QWEN35, NEMOTRON_H, QWEN35MOE, NEMOTRON_H_MOE, QWEN2,
-                 GEMMA3)
+                 GEMMA3, GLM4MOE)
 # Architectures whose FFNs are dense.
 _DENSE_ARCHITECTURES = (ARCHITECTURE, QWEN35, NEMOTRON_H, QWEN2, GEMMA3)
 # Architectures with sliding window attention on some layers.
@@ -69,7 +72,19 @@ HYBRID_ARCHITECTURES = (QWEN35, NEMOTRON_H, QWEN35MOE, NEMOTRON_H_MOE)
 _GDN_ARCHITECTURES = (QWEN35, QWEN35MOE)
 _MAMBA2_ARCHITECTURES = (NEMOTRON_H, NEMOTRON_H_MOE)
 # Architectures with a shared expert beside the routed ones.
-_SHARED_EXPERT_ARCHITECTURES = (QWEN2MOE, QWEN35MOE, NEMOTRON_H_MOE)
+_SHARED_EXPERT_ARCHITECTURES = (QWEN2MOE, QWEN35MOE, NEMOTRON_H_MOE, GLM4MOE)
+# Shared experts weighted by a sigmoid gate of their own (ffn_gate_inp_shexp).
+_GATED_SHARED_EXPERT_ARCHITECTURES = (QWEN2MOE, QWEN35MOE)
+# Architectures whose loader sizes the shared expert n_ff_exp * expert_shared_count (n_ff_shexp must be a
+# multiple of n_ff_exp), whose first n_dense_lead layers have a dense FFN of n_ff (leading_dense_block_count), and
+# whose routers score experts by expert_gating (expert_gating_func).
+_DENSE_LEAD_ARCHITECTURES = (GLM4MOE,)
+# Architectures with MTP blocks after their n_layer layers (nextn_predict_layers).
+_NEXTN_ARCHITECTURES = (QWEN35MOE, GLM4MOE)
+# Architectures whose graphs read expert_weights_norm and expert_weights_scale.
+_EXPERT_WEIGHTS_ARCHITECTURES = (NEMOTRON_H_MOE, GLM4MOE)
+# llama.cpp's expert_gating_func values (LLAMA_EXPERT_GATING_FUNC_TYPE_*): how a router turns logits into scores.
+EXPERT_GATING_FUNCS = {"softmax": 1, "sigmoid": 2}
 
 # Layer kinds of the hybrid architectures, in the notation of Nemotron-H's hybrid_override_pattern:
 # a recurrent layer (Mamba-2 for nemotron_h, a gated delta net for qwen35), full attention, and
@@ -111,6 +126,11 @@ class Preset:
     sliding_window_pattern-th (from layer pattern - 1 on), whose rope base is
     rope_freq_base_swa, and scales the global layers' positions linearly
     (rope_scaling_type "linear": factor rope_scaling_factor, no original context).
+    glm4moe: its first n_dense_lead layers have a dense SwiGLU of n_ff, the
+    others n_expert experts scored by expert_gating ("sigmoid", plus a
+    per-expert bias that picks the experts without weighting them) beside
+    n_ff_shexp / n_ff_exp shared experts; q, k and v have biases, rope turns
+    rope_dim of each head, and n_nextn MTP layers follow (loaded, not run).
 
     The hybrid architectures describe their recurrent layers with the ssm_*
     fields, named like llama.cpp's ssm.* keys. qwen35: ssm_n_group key heads
@@ -169,6 +189,8 @@ class Preset:
     sliding_window_pattern: int = 0
     rope_freq_base_swa: float = 0.0
     rope_scaling_type: str = "yarn"
+    n_dense_lead: int = 0
+    expert_gating: str = ""
 
     def __post_init__(self) -> None:
         if self.architecture not in ARCHITECTURES:
@@ -186,13 +208,16 @@ class Preset:
         if (self.architecture in _SHARED_EXPERT_ARCHITECTURES) != (self.n_ff_shexp > 0):
             raise ValueError(f"preset {self.name!r}: n_ff_shexp (the shared expert's width) must be positive for "
                              f"{', '.join(_SHARED_EXPERT_ARCHITECTURES)} and 0 otherwise, got {self.n_ff_shexp}")
-        # llama.cpp's qwen35moe graph builds one MTP block (graph_mtp asserts n_layer_nextn == 1).
-        if self.n_nextn not in ((0, 1) if self.architecture == QWEN35MOE else (0,)):
-            raise ValueError(f"preset {self.name!r}: n_nextn (MTP blocks) must be 0 or 1 for {QWEN35MOE} and 0 "
-                             f"otherwise, got {self.n_nextn}")
-        if (self.expert_weights_norm or self.expert_weights_scale) and self.architecture != NEMOTRON_H_MOE:
+        # llama.cpp's qwen35moe graph builds one MTP block (graph_mtp asserts n_layer_nextn == 1); GLM-4.5 has one.
+        if self.n_nextn not in ((0, 1) if self.architecture in _NEXTN_ARCHITECTURES else (0,)):
+            raise ValueError(f"preset {self.name!r}: n_nextn (MTP blocks) must be 0 or 1 for "
+                             f"{', '.join(_NEXTN_ARCHITECTURES)} and 0 otherwise, got {self.n_nextn}")
+        if (self.expert_weights_norm or self.expert_weights_scale) and \
+                self.architecture not in _EXPERT_WEIGHTS_ARCHITECTURES:
             raise ValueError(f"preset {self.name!r}: expert_weights_norm and expert_weights_scale are read by "
-                             f"{NEMOTRON_H_MOE}'s graph only; leave them unset for {self.architecture}")
+                             f"{NEMOTRON_H_MOE}'s graph only (and {', '.join(_EXPERT_WEIGHTS_ARCHITECTURES[1:])}'s); "
+                             f"leave them unset for {self.architecture}")
+        self._check_dense_lead()
         if self.expert_weights_scale < 0 or not np.isfinite(self.expert_weights_scale):
             raise ValueError(f"preset {self.name!r}: expert_weights_scale must be a finite number >= 0 (0: no "
                              f"scaling), got {self.expert_weights_scale}")
@@ -225,6 +250,26 @@ class Preset:
             raise ValueError(f"preset {self.name!r}: rope_dim must be even and at most head_dim {self.head_dim} "
                              f"(0 for all of it), got {self.rope_dim}")
         self._check_recurrent_layers()
+
+    def _check_dense_lead(self) -> None:
+        if self.architecture not in _DENSE_LEAD_ARCHITECTURES:
+            if self.n_dense_lead or self.expert_gating:
+                raise ValueError(f"preset {self.name!r}: n_dense_lead and expert_gating are for "
+                                 f"{', '.join(_DENSE_LEAD_ARCHITECTURES)}; leave them unset for {self.architecture}")
+            return
+        if self.expert_gating not in EXPERT_GATING_FUNCS:
+            raise ValueError(f"preset {self.name!r}: {self.architecture} needs expert_gating "
+                             f"{' or '.join(EXPERT_GATING_FUNCS)} (how the router scores experts), got "
+                             f"{self.expert_gating!r}")
+        if not 0 <= self.n_dense_lead <= self.n_layer:
+            raise ValueError(f"preset {self.name!r}: n_dense_lead (leading layers with a dense FFN) must be from 0 "
+                             f"to n_layer {self.n_layer}, got {self.n_dense_lead}")
+        if self.n_dense_lead and self.n_ff <= 0:
+            raise ValueError(f"preset {self.name!r}: the {self.n_dense_lead} leading dense layers need n_ff > 0")
+        # The loader sizes the shared experts n_ff_exp * expert_shared_count.
+        if self.n_ff_exp and self.n_ff_shexp % self.n_ff_exp:
+            raise ValueError(f"preset {self.name!r}: {self.architecture}'s shared experts are n_ff_exp wide each; "
+                             f"n_ff_shexp {self.n_ff_shexp} must be a multiple of n_ff_exp {self.n_ff_exp}")
 
     def _check_gemma3(self) -> None:
         if self.architecture != GEMMA3:
@@ -391,6 +436,17 @@ PRESETS: dict[str, Preset] = {
         Preset(name="qwen2moe", architecture=QWEN2MOE, n_embd=2048, n_head=16, n_head_kv=16, head_dim=128,
                n_ff=5632, n_vocab=32000, n_layer=24, context_length=8192,
                n_expert=60, n_expert_used=4, n_ff_exp=1408, n_ff_shexp=5632),
+        # GLM-4.5-Air (llama.cpp's glm4moe) as its config.json describes it, with a llama-sized vocabulary (the
+        # real one has 151552 tokens): 46 layers, 96 heads of 128 over 8 KV heads with biases on q, k and v and
+        # half of each head rotated (partial_rotary_factor 0.5), the first layer a dense SwiGLU of 10944
+        # (first_k_dense_replace 1), the others 128 experts of 1408 (8 used, sigmoid scores plus
+        # e_score_correction_bias, renormalized, routed_scaling_factor 1.0) beside one shared expert of 1408,
+        # rope theta 1e6, rms_norm_eps 1e-5, and one MTP layer (num_nextn_predict_layers 1). Rows of 1408 are no
+        # multiple of 256, so K-quant types fall back there, as for the real model.
+        Preset(name="glm4moe", architecture=GLM4MOE, n_embd=4096, n_head=96, n_head_kv=8, head_dim=128,
+               n_ff=10944, n_vocab=32000, n_layer=46, context_length=131072, rms_norm_eps=1e-5, rope_dim=64,
+               n_expert=128, n_expert_used=8, n_ff_exp=1408, n_ff_shexp=1408, n_dense_lead=1,
+               expert_gating="sigmoid", expert_weights_norm=True, expert_weights_scale=1.0, n_nextn=1),
         # Small mixtures of experts for CPU tests, every row length a multiple of 256.
         # 16 experts, not 8: llama-quantize special-cases n_expert == 8 (Mixtral: attn_k
         # and attn_v in Q8_0, attn_output in Q5_K), which the real presets do not hit.
@@ -406,6 +462,12 @@ PRESETS: dict[str, Preset] = {
         Preset(name="tiny-qwen2moe", architecture=QWEN2MOE, n_embd=256, n_head=4, n_head_kv=4, head_dim=64,
                n_ff=512, n_vocab=4096, n_layer=2, context_length=4096,
                n_expert=16, n_expert_used=4, n_ff_exp=256, n_ff_shexp=512),
+        # GLM-4.5-Air's layout in small: q twice n_embd wide (as 96 x 128 is three times 4096), half of each head
+        # rotated, a dense first layer, two expert layers, and the MTP layer.
+        Preset(name="tiny-glm4moe", architecture=GLM4MOE, n_embd=256, n_head=4, n_head_kv=2, head_dim=128,
+               n_ff=768, n_vocab=4096, n_layer=3, context_length=4096, rms_norm_eps=1e-5, rope_dim=64,
+               n_expert=16, n_expert_used=4, n_ff_exp=256, n_ff_shexp=256, n_dense_lead=1,
+               expert_gating="sigmoid", expert_weights_norm=True, expert_weights_scale=1.0, n_nextn=1),
         # The 27B dense Qwen3.5/3.6 (llama.cpp's qwen35) as its config.json describes it, with a llama-sized
         # vocabulary (the real one has 248320 tokens): gated delta nets of 48 value heads over 16 key
         # heads, all 128 wide, and on every 4th layer full attention with 24 heads of 256 (4 KV heads)
@@ -721,6 +783,8 @@ def _tensor_specs(preset: Preset, n_layer: int, deep_scale: float = 1.0) -> list
         return _qwen2_tensor_specs(preset, n_layer)
     if preset.architecture == GEMMA3:
         return _gemma3_tensor_specs(preset, n_layer)
+    if preset.architecture == GLM4MOE:
+        return _glm4moe_tensor_specs(preset, n_layer)
     n_embd = preset.n_embd
 
     specs = [_TensorSpec("token_embd.weight", (preset.n_vocab, n_embd), 1.0)]
@@ -772,13 +836,14 @@ def _expert_specs(preset: Preset, blk: str, residual_scale: float, biases: bool)
     """The router (F32, as real GGUFs keep it) and the 3-D expert tensors, ggml ne
     {n_embd, n_ff_exp, n_expert} for gate and up and {n_ff_exp, n_embd, n_expert} for down.
     nemotron_h_moe's experts have no gate, and its router a bias on the sigmoid scores that picks the
-    experts (exp_probs_b, e_score_correction_bias in the checkpoints) without weighting them."""
+    experts (exp_probs_b, e_score_correction_bias in the checkpoints) without weighting them, as have the
+    routers with sigmoid expert_gating (glm4moe)."""
     n_embd, n_expert, n_ff_exp = preset.n_embd, preset.n_expert, preset.n_ff_exp
     gated = preset.architecture != NEMOTRON_H_MOE
     specs = [_TensorSpec(f"{blk}.ffn_gate_inp.weight", (n_expert, n_embd), 1.0 / np.sqrt(n_embd), f32=True)]
     if biases:
         specs.append(_TensorSpec(f"{blk}.ffn_gate_inp.bias", (n_expert,), BIAS_STD, f32=True))
-    if not gated:
+    if not gated or preset.expert_gating == "sigmoid":
         specs.append(_TensorSpec(f"{blk}.exp_probs_b.bias", (n_expert,), EXPERT_SCORE_BIAS_STD, f32=True))
     for name, shape, std, bias_shape, bias_std in (
         ("ffn_gate_exps", (n_expert, n_ff_exp, n_embd), 1.0 / np.sqrt(n_embd), (n_expert, n_ff_exp), BIAS_STD),
@@ -796,13 +861,14 @@ def _expert_specs(preset: Preset, blk: str, residual_scale: float, biases: bool)
 
 def _shared_expert_specs(preset: Preset, blk: str, residual_scale: float) -> list[_TensorSpec]:
     """The shared expert that every token runs: qwen2moe's and qwen35moe's a SwiGLU weighted by a sigmoid
-    gate of its own (ffn_gate_inp_shexp, a vector of n_embd), nemotron_h_moe's a relu^2 of up and down."""
+    gate of its own (ffn_gate_inp_shexp, a vector of n_embd), glm4moe's a SwiGLU (its shared experts side by side)
+    without one, nemotron_h_moe's a relu^2 of up and down."""
     n_embd, n_ff_shexp = preset.n_embd, preset.n_ff_shexp
-    gated = preset.architecture != NEMOTRON_H_MOE
-    specs = [
-        _TensorSpec(f"{blk}.ffn_gate_inp_shexp.weight", (n_embd,), 1.0 / np.sqrt(n_embd), f32=True),
-        _TensorSpec(f"{blk}.ffn_gate_shexp.weight", (n_ff_shexp, n_embd), 1.0 / np.sqrt(n_embd)),
-    ] if gated else []
+    specs = []
+    if preset.architecture in _GATED_SHARED_EXPERT_ARCHITECTURES:
+        specs.append(_TensorSpec(f"{blk}.ffn_gate_inp_shexp.weight", (n_embd,), 1.0 / np.sqrt(n_embd), f32=True))
+    if preset.architecture != NEMOTRON_H_MOE:
+        specs.append(_TensorSpec(f"{blk}.ffn_gate_shexp.weight", (n_ff_shexp, n_embd), 1.0 / np.sqrt(n_embd)))
     return specs + [
         _TensorSpec(f"{blk}.ffn_up_shexp.weight", (n_ff_shexp, n_embd), 1.0 / np.sqrt(n_embd)),
         _TensorSpec(f"{blk}.ffn_down_shexp.weight", (n_embd, n_ff_shexp), residual_scale / np.sqrt(n_ff_shexp)),
@@ -866,6 +932,48 @@ def _qwen2_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
             _TensorSpec(f"{blk}.ffn_norm.weight", (n_embd,), None),
         ]
         specs += _dense_ffn_specs(preset, blk, residual_scale)
+    return specs + _output_specs(preset)
+
+
+def _mtp_specs(preset: Preset, blk: str) -> list[_TensorSpec]:
+    """An MTP block's own tensors: eh_proj over [normed embedding of the next token; normed hidden state] (2 n_embd)
+    into n_embd, passing the embedding through (see _qwen35_tensor_specs), and the two norms."""
+    n_embd = preset.n_embd
+    return [
+        _TensorSpec(f"{blk}.nextn.eh_proj.weight", (n_embd, 2 * n_embd), MTP_WRITE_SCALE / np.sqrt(2.0 * n_embd),
+                    identity=1.0),
+        _TensorSpec(f"{blk}.nextn.enorm.weight", (n_embd,), None),
+        _TensorSpec(f"{blk}.nextn.hnorm.weight", (n_embd,), None),
+    ]
+
+
+def _glm4moe_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
+    """glm4moe (llama_model_glm4_moe::load_arch_tensors): attention with biases on q, k and v (no q/k norms, as
+    GLM-4.5-Air), post_attention_norm before the FFN, a dense SwiGLU in the first n_dense_lead layers and routed
+    experts (with the score bias exp_probs_b) beside the shared experts in the others; then the n_nextn MTP
+    layers, each a full layer with experts and the MTP block's own tensors (and shared_head_norm, which
+    GLM-4.5's checkpoints carry), which llama.cpp loads but does not run."""
+    n_embd, n_q = preset.n_embd, preset.n_head * preset.head_dim
+    trunk_residual_scale = 1.0 / np.sqrt(2.0 * n_layer)
+
+    def layer_specs(layer: int, residual_scale: float) -> list[_TensorSpec]:
+        blk = f"blk.{layer}"
+        specs = _qkv_specs(preset, blk, biases=True) + [
+            _TensorSpec(f"{blk}.attn_output.weight", (n_embd, n_q), residual_scale / np.sqrt(n_q)),
+            _TensorSpec(f"{blk}.post_attention_norm.weight", (n_embd,), None),
+        ]
+        if layer < preset.n_dense_lead:
+            return specs + _dense_ffn_specs(preset, blk, residual_scale)
+        return specs + _expert_specs(preset, blk, residual_scale, biases=False) + \
+            _shared_expert_specs(preset, blk, residual_scale)
+
+    specs = [_TensorSpec("token_embd.weight", (preset.n_vocab, n_embd), 1.0)]
+    for layer in range(n_layer):
+        specs += layer_specs(layer, trunk_residual_scale)
+    for layer in range(n_layer, n_layer + preset.n_nextn):
+        blk = f"blk.{layer}"
+        specs += layer_specs(layer, trunk_residual_scale * MTP_WRITE_SCALE) + _mtp_specs(preset, blk) + [
+            _TensorSpec(f"{blk}.nextn.shared_head_norm.weight", (n_embd,), None)]
     return specs + _output_specs(preset)
 
 
@@ -1123,7 +1231,18 @@ def _add_metadata(writer: gguf.GGUFWriter, preset: Preset, seed: int, n_layer: i
         writer.add_expert_count(preset.n_expert)
         writer.add_expert_used_count(preset.n_expert_used)
         writer.add_expert_feed_forward_length(preset.n_ff_exp)
-    if preset.n_ff_shexp:
+    if preset.architecture in _DENSE_LEAD_ARCHITECTURES:
+        # As conversions write them: the shared experts by count (each n_ff_exp wide), the leading dense layers,
+        # the scoring function (spelled out: add_expert_gating_func wants gguf's enum), and the routing weights'
+        # renormalization and scale where the config sets them.
+        writer.add_expert_shared_count(preset.n_ff_shexp // preset.n_ff_exp)
+        writer.add_leading_dense_block_count(preset.n_dense_lead)
+        writer.add_uint32(f"{preset.architecture}.expert_gating_func", EXPERT_GATING_FUNCS[preset.expert_gating])
+        if preset.expert_weights_norm:
+            writer.add_expert_weights_norm(True)
+        if preset.expert_weights_scale:
+            writer.add_expert_weights_scale(preset.expert_weights_scale)
+    elif preset.n_ff_shexp:
         writer.add_expert_shared_feed_forward_length(preset.n_ff_shexp)
     if preset.architecture == NEMOTRON_H_MOE:
         writer.add_expert_shared_count(1)
@@ -1528,6 +1647,14 @@ def describe_preset(preset: str | Preset) -> str:
                  f"{preset.rope_scaling_factor:g}), tied output")
     elif preset.sliding_window:
         text += f", window {preset.sliding_window} on every other layer"
+    if preset.n_dense_lead:
+        text += f", the first {preset.n_dense_lead} dense (n_ff {preset.n_ff})"
+    if preset.expert_gating:
+        text += f", {preset.expert_gating} routing"
+    if preset.architecture in _DENSE_LEAD_ARCHITECTURES and preset.rope_dim:
+        text += f", rope on {preset.rope_dim} of {preset.head_dim}"
+    if preset.n_nextn:
+        text += f", {preset.n_nextn} MTP layer" + ("s" if preset.n_nextn > 1 else "")
     if preset.architecture == QWEN35:
         text += (f", gated delta nets of {preset.ssm_dt_rank}/{preset.ssm_n_group} value/key heads of "
                  f"{preset.ssm_d_state}, full attention every {preset.full_attention_interval} layers")
