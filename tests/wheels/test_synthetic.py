@@ -129,9 +129,10 @@ def test_vocab_layout_for_the_large_preset() -> None:
 
 
 def test_unknown_preset_lists_valid_presets(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="gemma3, glm4moe, gpt-oss, nemotron-h, nemotron-h-moe, qwen2, qwen2moe, qwen3-8b, "
-                       "qwen35, qwen35moe, qwen3moe, tiny, tiny-gemma3, tiny-glm4moe, tiny-gpt-oss, tiny-nemotron-h, "
-                       "tiny-nemotron-h-moe, tiny-qwen2, tiny-qwen2moe, tiny-qwen35, tiny-qwen35moe, tiny-qwen3moe$"):
+    with pytest.raises(ValueError, match="deepseek2, gemma3, glm4moe, gpt-oss, nemotron-h, nemotron-h-moe, qwen2, "
+                       "qwen2moe, qwen3-8b, qwen35, qwen35moe, qwen3moe, tiny, tiny-deepseek2, tiny-gemma3, "
+                       "tiny-glm4moe, tiny-gpt-oss, tiny-nemotron-h, tiny-nemotron-h-moe, tiny-qwen2, tiny-qwen2moe, "
+                       "tiny-qwen35, tiny-qwen35moe, tiny-qwen3moe$"):
         synthetic.make_model("llama-70b", seed=1, n_layer=None, out_path=tmp_path / "x.gguf")
 
 

@@ -1,8 +1,8 @@
-"""Synthetic models of more architectures people speculate with: qwen2 (Qwen2.5-7B), gemma3 (Gemma 3 12B) and
-glm4moe (GLM-4.5-Air). Presets with the real models' shapes, the tiny models' tensors and metadata, and, with the
-CPU tools (HIRAISHIN_LLAMA_BIN_DIR or the built wheel; the tests skip without, see conftest.py), a replay of each
-tiny model: every verify batch's logits one-token decoding's with the switch on, and some differing with it off
-(the control).
+"""Synthetic models of more architectures people speculate with: qwen2 (Qwen2.5-7B), gemma3 (Gemma 3 12B),
+glm4moe (GLM-4.5-Air) and deepseek2 (DeepSeek-V2-Lite). Presets with the real models' shapes, the tiny models'
+tensors and metadata, and, with the CPU tools (HIRAISHIN_LLAMA_BIN_DIR or the built wheel; the tests skip without,
+see conftest.py), a replay of each tiny model: every verify batch's logits one-token decoding's with the switch on,
+and some differing with it off (the control).
 
 Found on the way: this llama.cpp cannot create a context for a glm4moe model with its MTP layer (every GLM-4.5
 conversion has one): llama_kv_cache walks every layer, the MTP layer included (hparams.n_layer_all, the base
@@ -32,7 +32,7 @@ from tests.wheels.synthetic_checks import (
     tensor_layout,
 )
 
-TINY_PRESETS = ("tiny-qwen2", "tiny-gemma3", "tiny-glm4moe")
+TINY_PRESETS = ("tiny-qwen2", "tiny-gemma3", "tiny-glm4moe", "tiny-deepseek2")
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +86,33 @@ def test_glm4moe_preset_has_glm45_airs_shapes() -> None:
     assert (p.rope_freq_base, p.rms_norm_eps) == (1e6, 1e-5)
 
 
+def test_deepseek2_preset_has_deepseek_v2_lites_shapes() -> None:
+    # DeepSeek-V2-Lite's config.json: hidden_size 2048, num_attention_heads 16, kv_lora_rank 512, q_lora_rank null,
+    # qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128, intermediate_size 10944, num_hidden_layers 27,
+    # first_k_dense_replace 1, n_routed_experts 64, num_experts_per_tok 6, moe_intermediate_size 1408,
+    # n_shared_experts 2, scoring_func softmax, norm_topk_prob false, routed_scaling_factor 1.0, rope_theta 1e4,
+    # rope_scaling yarn (factor 40, original_max_position_embeddings 4096, mscale_all_dim 0.707),
+    # max_position_embeddings 163840, rms_norm_eps 1e-6. Its num_key_value_heads 16 becomes the one latent head
+    # that conversions write (MLA as MQA). With a llama-sized vocabulary (the real one has 102400 tokens).
+    p = synthetic.get_preset("deepseek2")
+    assert p.architecture == synthetic.DEEPSEEK2 == "deepseek2"
+    assert (p.n_embd, p.n_head, p.n_head_kv, p.kv_lora_rank, p.q_lora_rank) == (2048, 16, 1, 512, 0)
+    assert (p.head_dim - p.rope_dim, p.rope_dim, p.v_head_dim) == (128, 64, 128)
+    assert (p.n_ff, p.n_layer, p.n_dense_lead) == (10944, 27, 1)
+    assert (p.n_expert, p.n_expert_used, p.n_ff_exp, p.n_ff_shexp // p.n_ff_exp) == (64, 6, 1408, 2)
+    assert (p.expert_gating, p.expert_weights_norm, p.expert_weights_scale) == ("softmax", False, 1.0)
+    assert (p.rope_freq_base, p.rope_scaling_type, p.rope_scaling_factor, p.rope_scaling_orig_ctx) == (1e4, "yarn",
+                                                                                                       40.0, 4096)
+    assert (p.yarn_mscale_all_dim, p.context_length, p.rms_norm_eps) == (0.707, 163840, 1e-6)
+
+
+def test_tiny_deepseek2_keeps_the_latent_attentions_shapes() -> None:
+    # K and V cache rows of 576 and 512, the head sizes of the real model's flash attention
+    real, tiny = synthetic.get_preset("deepseek2"), synthetic.get_preset("tiny-deepseek2")
+    for field in ("kv_lora_rank", "q_lora_rank", "head_dim", "rope_dim", "v_head_dim", "n_head_kv"):
+        assert getattr(tiny, field) == getattr(real, field), field
+
+
 def test_tiny_gemma3_slides_its_window_in_a_cpu_replay() -> None:
     p = synthetic.get_preset("tiny-gemma3")
     assert p.head_dim == 256 and p.sliding_window < REPLAY_PROMPT
@@ -93,6 +120,17 @@ def test_tiny_gemma3_slides_its_window_in_a_cpu_replay() -> None:
 
 
 @pytest.mark.parametrize(("name", "changes", "message"), [
+    ("tiny-deepseek2", {"kv_lora_rank": 0}, "'tiny-deepseek2': deepseek2 needs kv_lora_rank > 0, v_head_dim > 0"),
+    ("tiny-deepseek2", {"q_lora_rank": -1}, "'tiny-deepseek2': deepseek2 needs .*q_lora_rank >= 0"),
+    ("tiny-deepseek2", {"rope_dim": 192}, "'tiny-deepseek2': deepseek2 rotates rope_dim .* from 1 to head_dim - 1"),
+    ("tiny-deepseek2", {"rope_dim": 0}, "'tiny-deepseek2': deepseek2 rotates rope_dim"),
+    ("tiny-deepseek2", {"n_head_kv": 4}, "'tiny-deepseek2': deepseek2's KV cache holds the latent as one head"),
+    ("tiny-deepseek2", {"rope_scaling_factor": 0.0, "rope_scaling_orig_ctx": 0},
+     "'tiny-deepseek2': yarn_mscale_all_dim needs YaRN rope scaling"),
+    ("tiny-deepseek2", {"expert_gating": "relu"}, "'tiny-deepseek2': deepseek2 needs expert_gating softmax"),
+    ("tiny-deepseek2", {"n_ff_shexp": 300}, "'tiny-deepseek2': deepseek2's shared experts are n_ff_exp wide"),
+    ("tiny-deepseek2", {"n_nextn": 1}, "'tiny-deepseek2': n_nextn .* 0 otherwise"),
+    ("tiny-qwen2", {"kv_lora_rank": 512}, "'tiny-qwen2': kv_lora_rank describe deepseek2's latent attention"),
     ("tiny-glm4moe", {"expert_gating": ""}, "'tiny-glm4moe': glm4moe needs expert_gating softmax or sigmoid"),
     ("tiny-glm4moe", {"n_dense_lead": 4}, "'tiny-glm4moe': n_dense_lead .* must be from 0 to n_layer 3, got 4"),
     ("tiny-glm4moe", {"n_ff_shexp": 384},
@@ -221,6 +259,55 @@ def test_glm4moe_metadata(models: dict[str, Path]) -> None:
     assert not [f for f in reader.fields if "shared_feed_forward" in f or "sliding" in f]
 
 
+@pytest.mark.parametrize("q_lora_rank", [0, 256], ids=["v2-lite", "q-lora"])
+def test_deepseek2_tensors(q_lora_rank: int, models: dict[str, Path], tmp_path: Path) -> None:
+    p = dataclasses.replace(synthetic.get_preset("tiny-deepseek2"), q_lora_rank=q_lora_rank)
+    model = models["tiny-deepseek2"] if not q_lora_rank else synthetic.make_model(p, 1, None, tmp_path / "q.gguf")
+    d, h, kv, rope, e, ff, sh = p.n_embd, p.n_head, p.kv_lora_rank, p.rope_dim, p.n_expert, p.n_ff_exp, p.n_ff_shexp
+    n_q, n_v, nope = h * p.head_dim, h * p.v_head_dim, p.head_dim - p.rope_dim
+    # As llama_model_deepseek2::load_arch_tensors creates them with MLA (key_length_mla set): attn_k_b and attn_v_b,
+    # no attn_kv_b; attn_q for V2-Lite (q_lora_rank 0), attn_q_a, its norm and attn_q_b with a q_lora_rank.
+    q = ({"attn_q.weight": ([d, n_q], "F16")} if not q_lora_rank else
+         {"attn_q_a_norm.weight": ([q_lora_rank], "F32"), "attn_q_a.weight": ([d, q_lora_rank], "F16"),
+          "attn_q_b.weight": ([q_lora_rank, n_q], "F16")})
+    attention = {"attn_norm.weight": ([d], "F32"), **q, "attn_kv_a_norm.weight": ([kv], "F32"),
+                 "attn_kv_a_mqa.weight": ([d, kv + rope], "F16"), "attn_k_b.weight": ([nope, kv, h], "F16"),
+                 "attn_v_b.weight": ([kv, p.v_head_dim, h], "F16"), "attn_output.weight": ([n_v, d], "F16"),
+                 "ffn_norm.weight": ([d], "F32")}
+    dense = {"ffn_gate.weight": ([d, p.n_ff], "F16"), "ffn_up.weight": ([d, p.n_ff], "F16"),
+             "ffn_down.weight": ([p.n_ff, d], "F16")}
+    # softmax scores: no exp_probs_b; the two shared experts side by side
+    experts = {"ffn_gate_inp.weight": ([d, e], "F32"), "ffn_gate_exps.weight": ([d, ff, e], "F16"),
+               "ffn_up_exps.weight": ([d, ff, e], "F16"), "ffn_down_exps.weight": ([ff, d, e], "F16"),
+               "ffn_gate_shexp.weight": ([d, sh], "F16"), "ffn_up_shexp.weight": ([d, sh], "F16"),
+               "ffn_down_shexp.weight": ([sh, d], "F16")}
+    expected = embedding_and_output_layout(p)
+    for layer, ffn in enumerate((dense, experts, experts)):
+        expected.update({f"blk.{layer}.{name}": value for name, value in {**attention, **ffn}.items()})
+    assert tensor_layout(model) == expected
+
+
+def test_deepseek2_metadata(models: dict[str, Path]) -> None:
+    p = synthetic.get_preset("tiny-deepseek2")
+    reader = gguf.GGUFReader(models["tiny-deepseek2"])
+    assert metadata_field(reader, "general.architecture") == "deepseek2"
+    # MLA as conversions write it: one KV head of the latent and the rotated key (576) and the latent (512).
+    expected = {"block_count": p.n_layer, "attention.head_count_kv": 1, "attention.key_length": 576,
+                "attention.value_length": 512, "attention.key_length_mla": 192, "attention.value_length_mla": 128,
+                "attention.q_lora_rank": 0, "attention.kv_lora_rank": 512, "rope.dimension_count": 64,
+                "vocab_size": p.n_vocab, "leading_dense_block_count": 1, "expert_count": p.n_expert,
+                "expert_used_count": p.n_expert_used, "expert_feed_forward_length": p.n_ff_exp,
+                "expert_shared_count": 2, "expert_gating_func": 1, "rope.scaling.type": "yarn",
+                "rope.scaling.original_context_length": 4096}
+    for key, value in expected.items():
+        assert metadata_field(reader, f"deepseek2.{key}") == value, key
+    for key, value in {"rope.freq_base": 1e4, "rope.scaling.factor": 40.0, "expert_weights_scale": 1.0,
+                       "rope.scaling.yarn_log_multiplier": 0.0707}.items():
+        assert metadata_field(reader, f"deepseek2.{key}") == pytest.approx(value), key
+    # norm_topk_prob false: conversions write no expert_weights_norm
+    assert not [f for f in reader.fields if "expert_weights_norm" in f or "nextn" in f]
+
+
 def test_qwen2_metadata(models: dict[str, Path]) -> None:
     p = synthetic.get_preset("tiny-qwen2")
     reader = gguf.GGUFReader(models["tiny-qwen2"])
@@ -244,7 +331,9 @@ RESIDUAL = {"tiny-qwen2": ("attn_output.weight", "ffn_down.weight"),
             # gemma3's writes are normed after them: no tensor depends on the layer count
             "tiny-gemma3": (),
             "tiny-glm4moe": ("attn_output.weight", "ffn_down.weight", "ffn_down_exps.weight",
-                             "ffn_down_shexp.weight")}
+                             "ffn_down_shexp.weight"),
+            "tiny-deepseek2": ("attn_output.weight", "ffn_down.weight", "ffn_down_exps.weight",
+                               "ffn_down_shexp.weight")}
 
 
 @pytest.mark.parametrize("name", TINY_PRESETS)
@@ -267,6 +356,10 @@ def test_describe_preset_names_the_architecture() -> None:
     assert synthetic.describe_preset("glm4moe") == (
         "glm4moe, 46 layers, n_embd 4096, 96/8 heads of 128, 128 experts (8 used) of 1408 and a shared expert of "
         "1408, the first 1 dense (n_ff 10944), sigmoid routing, rope on 64 of 128, 1 MTP layer, vocab 32000")
+    assert synthetic.describe_preset("deepseek2") == (
+        "deepseek2, 27 layers, n_embd 2048, 16/1 heads of 192, 64 experts (6 used) of 1408 and a shared expert of "
+        "2816, the first 1 dense (n_ff 10944), softmax routing, latent attention of rank 512 (heads of 128 + 64 "
+        "rotated, values of 128, q projected directly), vocab 32000")
     assert synthetic.describe_preset("gemma3") == (
         "gemma3, 48 layers, n_embd 3840, 16/8 heads of 256, n_ff 15360, window 1024 on 5 of every 6 layers (rope "
         "theta 10000; global 1e+06, scaled by 8), tied output, vocab 32000")

@@ -3,9 +3,9 @@
 Measuring batch invariance needs models that drive the same kernels as
 production checkpoints (same matrix shapes, same quantization formats) but
 can be produced anywhere without downloading gigabytes of weights. A model
-written here is a ``qwen3``, ``qwen2`` (Qwen2.5-7B), ``gemma3`` (Gemma 3 12B), ``qwen3moe``
-(Qwen3-30B-A3B), ``glm4moe`` (GLM-4.5-Air), ``gpt-oss``
-(gpt-oss-20b), ``qwen2moe`` (Qwen1.5-MoE-A2.7B: routed experts beside a
+written here is a ``qwen3``, ``qwen2`` (Qwen2.5-7B), ``gemma3`` (Gemma 3 12B),
+``qwen3moe`` (Qwen3-30B-A3B), ``glm4moe`` (GLM-4.5-Air), ``deepseek2``
+(DeepSeek-V2-Lite: multi-head latent attention), ``gpt-oss`` (gpt-oss-20b), ``qwen2moe`` (Qwen1.5-MoE-A2.7B: routed experts beside a
 shared expert), ``qwen35`` (Qwen3.5/3.6 dense: gated delta net layers with
 full attention on every fourth) or ``nemotron_h`` (Nemotron-H: Mamba-2,
 attention and MLP layers) GGUF whose bytes are a pure function of (preset,
@@ -51,6 +51,9 @@ QWEN2MOE = "qwen2moe"
 # GLM-4.5 (LLM_ARCH_GLM4_MOE): leading dense layers, then routed experts (sigmoid scores plus a per-expert bias)
 # beside a shared expert, attention with biases on q, k and v rotating part of each head, and an MTP layer.
 GLM4MOE = "glm4moe"
+# DeepSeek-V2/V3 (LLM_ARCH_DEEPSEEK2): multi-head latent attention (K and V from a kv_lora_rank latent that the
+# KV cache holds as one head), leading dense layers, routed experts beside shared experts.
+DEEPSEEK2 = "deepseek2"
 # Hybrid recurrent architectures (LLM_ARCH_QWEN35 and LLM_ARCH_NEMOTRON_H): recurrent layers, whose
 # state carries over from token to token, between full attention layers.
 QWEN35 = "qwen35"
@@ -60,7 +63,7 @@ NEMOTRON_H = "nemotron_h"
 QWEN35MOE = "qwen35moe"
 NEMOTRON_H_MOE = "nemotron_h_moe"
 ARCHITECTURES = (ARCHITECTURE, QWEN3MOE, GPT_OSS, QWEN2MOE, QWEN35, NEMOTRON_H, QWEN35MOE, NEMOTRON_H_MOE, QWEN2,
-                 GEMMA3, GLM4MOE)
+                 GEMMA3, GLM4MOE, DEEPSEEK2)
 # Architectures whose FFNs are dense.
 _DENSE_ARCHITECTURES = (ARCHITECTURE, QWEN35, NEMOTRON_H, QWEN2, GEMMA3)
 # Architectures with sliding window attention on some layers.
@@ -72,17 +75,17 @@ HYBRID_ARCHITECTURES = (QWEN35, NEMOTRON_H, QWEN35MOE, NEMOTRON_H_MOE)
 _GDN_ARCHITECTURES = (QWEN35, QWEN35MOE)
 _MAMBA2_ARCHITECTURES = (NEMOTRON_H, NEMOTRON_H_MOE)
 # Architectures with a shared expert beside the routed ones.
-_SHARED_EXPERT_ARCHITECTURES = (QWEN2MOE, QWEN35MOE, NEMOTRON_H_MOE, GLM4MOE)
+_SHARED_EXPERT_ARCHITECTURES = (QWEN2MOE, QWEN35MOE, NEMOTRON_H_MOE, GLM4MOE, DEEPSEEK2)
 # Shared experts weighted by a sigmoid gate of their own (ffn_gate_inp_shexp).
 _GATED_SHARED_EXPERT_ARCHITECTURES = (QWEN2MOE, QWEN35MOE)
 # Architectures whose loader sizes the shared expert n_ff_exp * expert_shared_count (n_ff_shexp must be a
 # multiple of n_ff_exp), whose first n_dense_lead layers have a dense FFN of n_ff (leading_dense_block_count), and
 # whose routers score experts by expert_gating (expert_gating_func).
-_DENSE_LEAD_ARCHITECTURES = (GLM4MOE,)
+_DENSE_LEAD_ARCHITECTURES = (GLM4MOE, DEEPSEEK2)
 # Architectures with MTP blocks after their n_layer layers (nextn_predict_layers).
 _NEXTN_ARCHITECTURES = (QWEN35MOE, GLM4MOE)
 # Architectures whose graphs read expert_weights_norm and expert_weights_scale.
-_EXPERT_WEIGHTS_ARCHITECTURES = (NEMOTRON_H_MOE, GLM4MOE)
+_EXPERT_WEIGHTS_ARCHITECTURES = (NEMOTRON_H_MOE, GLM4MOE, DEEPSEEK2)
 # llama.cpp's expert_gating_func values (LLAMA_EXPERT_GATING_FUNC_TYPE_*): how a router turns logits into scores.
 EXPERT_GATING_FUNCS = {"softmax": 1, "sigmoid": 2}
 
@@ -131,6 +134,14 @@ class Preset:
     per-expert bias that picks the experts without weighting them) beside
     n_ff_shexp / n_ff_exp shared experts; q, k and v have biases, rope turns
     rope_dim of each head, and n_nextn MTP layers follow (loaded, not run).
+    deepseek2 has those FFNs (its scores "softmax" or "sigmoid") behind
+    multi-head latent attention: K and V of every head come from a latent of
+    kv_lora_rank (the KV cache's one head, beside rope_dim rotated dimensions
+    shared by all heads); head_dim is a query/key head's width (qk_nope_head_dim
+    + qk_rope_head_dim, rope_dim of it rotated), v_head_dim a value head's; q
+    comes through a q_lora_rank bottleneck, or directly where q_lora_rank is 0
+    (V2-Lite); n_head_kv is 1, as conversions write it. YaRN's attention
+    scale takes yarn_mscale_all_dim (the config's mscale_all_dim).
 
     The hybrid architectures describe their recurrent layers with the ssm_*
     fields, named like llama.cpp's ssm.* keys. qwen35: ssm_n_group key heads
@@ -191,6 +202,10 @@ class Preset:
     rope_scaling_type: str = "yarn"
     n_dense_lead: int = 0
     expert_gating: str = ""
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    v_head_dim: int = 0
+    yarn_mscale_all_dim: float = 0.0
 
     def __post_init__(self) -> None:
         if self.architecture not in ARCHITECTURES:
@@ -218,6 +233,7 @@ class Preset:
                              f"{NEMOTRON_H_MOE}'s graph only (and {', '.join(_EXPERT_WEIGHTS_ARCHITECTURES[1:])}'s); "
                              f"leave them unset for {self.architecture}")
         self._check_dense_lead()
+        self._check_mla()
         if self.expert_weights_scale < 0 or not np.isfinite(self.expert_weights_scale):
             raise ValueError(f"preset {self.name!r}: expert_weights_scale must be a finite number >= 0 (0: no "
                              f"scaling), got {self.expert_weights_scale}")
@@ -270,6 +286,35 @@ class Preset:
         if self.n_ff_exp and self.n_ff_shexp % self.n_ff_exp:
             raise ValueError(f"preset {self.name!r}: {self.architecture}'s shared experts are n_ff_exp wide each; "
                              f"n_ff_shexp {self.n_ff_shexp} must be a multiple of n_ff_exp {self.n_ff_exp}")
+
+    def _check_mla(self) -> None:
+        mla = {"q_lora_rank": self.q_lora_rank, "kv_lora_rank": self.kv_lora_rank, "v_head_dim": self.v_head_dim,
+               "yarn_mscale_all_dim": self.yarn_mscale_all_dim}
+        if self.architecture != DEEPSEEK2:
+            extra = [name for name, value in mla.items() if value]
+            if extra:
+                raise ValueError(f"preset {self.name!r}: {', '.join(extra)} describe {DEEPSEEK2}'s latent attention; "
+                                 f"leave them unset for {self.architecture}")
+            return
+        if self.kv_lora_rank <= 0 or self.v_head_dim <= 0 or self.q_lora_rank < 0:
+            raise ValueError(f"preset {self.name!r}: {DEEPSEEK2} needs kv_lora_rank > 0, v_head_dim > 0 and "
+                             f"q_lora_rank >= 0 (0: q projected directly), got kv_lora_rank={self.kv_lora_rank}, "
+                             f"v_head_dim={self.v_head_dim}, q_lora_rank={self.q_lora_rank}")
+        # The loader asserts a non-rotated part (qk_nope_head_dim = head_dim - rope_dim >= 1).
+        if not 0 < self.rope_dim < self.head_dim:
+            raise ValueError(f"preset {self.name!r}: {DEEPSEEK2} rotates rope_dim (qk_rope_head_dim) of each "
+                             f"query/key head and not the rest; rope_dim must be from 1 to head_dim - 1 = "
+                             f"{self.head_dim - 1}, got {self.rope_dim}")
+        # Conversions write one KV head: the latent, which every head reads.
+        if self.n_head_kv != 1:
+            raise ValueError(f"preset {self.name!r}: {DEEPSEEK2}'s KV cache holds the latent as one head; n_head_kv "
+                             f"must be 1, got {self.n_head_kv}")
+        if self.yarn_mscale_all_dim and not (self.rope_scaling_type == "yarn" and self.rope_scaling_factor):
+            raise ValueError(f"preset {self.name!r}: yarn_mscale_all_dim needs YaRN rope scaling "
+                             "(rope_scaling_factor and rope_scaling_orig_ctx)")
+        if self.yarn_mscale_all_dim < 0 or not np.isfinite(self.yarn_mscale_all_dim):
+            raise ValueError(f"preset {self.name!r}: yarn_mscale_all_dim must be a finite number >= 0, got "
+                             f"{self.yarn_mscale_all_dim}")
 
     def _check_gemma3(self) -> None:
         if self.architecture != GEMMA3:
@@ -447,6 +492,20 @@ PRESETS: dict[str, Preset] = {
                n_ff=10944, n_vocab=32000, n_layer=46, context_length=131072, rms_norm_eps=1e-5, rope_dim=64,
                n_expert=128, n_expert_used=8, n_ff_exp=1408, n_ff_shexp=1408, n_dense_lead=1,
                expert_gating="sigmoid", expert_weights_norm=True, expert_weights_scale=1.0, n_nextn=1),
+        # DeepSeek-V2-Lite (llama.cpp's deepseek2) as its config.json describes it, with a llama-sized vocabulary
+        # (the real one has 102400 tokens): 27 layers of multi-head latent attention, 16 heads whose K and V come
+        # from a latent of kv_lora_rank 512 (q projected directly: q_lora_rank null), query/key heads of
+        # qk_nope_head_dim 128 + qk_rope_head_dim 64, value heads of v_head_dim 128; the first layer a dense
+        # SwiGLU of 10944 (first_k_dense_replace 1), the others 64 experts of 1408 (6 used, softmax scores, not
+        # renormalized, routed_scaling_factor 1.0) beside 2 shared experts; rope theta 1e4 with YaRN (factor 40
+        # over 4096 positions, mscale_all_dim 0.707), rms_norm_eps 1e-6. The KV cache holds the latent as one
+        # head of 576 (K) and 512 (V), as conversions write it.
+        Preset(name="deepseek2", architecture=DEEPSEEK2, n_embd=2048, n_head=16, n_head_kv=1, head_dim=192,
+               n_ff=10944, n_vocab=32000, n_layer=27, context_length=163840, rope_freq_base=1e4, rope_dim=64,
+               q_lora_rank=0, kv_lora_rank=512, v_head_dim=128,
+               rope_scaling_factor=40.0, rope_scaling_orig_ctx=4096, yarn_mscale_all_dim=0.707,
+               n_expert=64, n_expert_used=6, n_ff_exp=1408, n_ff_shexp=2816, n_dense_lead=1,
+               expert_gating="softmax", expert_weights_scale=1.0),
         # Small mixtures of experts for CPU tests, every row length a multiple of 256.
         # 16 experts, not 8: llama-quantize special-cases n_expert == 8 (Mixtral: attn_k
         # and attn_v in Q8_0, attn_output in Q5_K), which the real presets do not hit.
@@ -468,6 +527,15 @@ PRESETS: dict[str, Preset] = {
                n_ff=768, n_vocab=4096, n_layer=3, context_length=4096, rms_norm_eps=1e-5, rope_dim=64,
                n_expert=16, n_expert_used=4, n_ff_exp=256, n_ff_shexp=256, n_dense_lead=1,
                expert_gating="sigmoid", expert_weights_norm=True, expert_weights_scale=1.0, n_nextn=1),
+        # DeepSeek-V2-Lite's layout in small, its latent attention at full size (a latent of 512, heads of 128 + 64
+        # and values of 128, so K and V cache rows of 576 and 512 as in the real model): a dense first layer, then
+        # 16 experts of 256 (4 used) beside 2 shared experts.
+        Preset(name="tiny-deepseek2", architecture=DEEPSEEK2, n_embd=256, n_head=4, n_head_kv=1, head_dim=192,
+               n_ff=768, n_vocab=4096, n_layer=3, context_length=4096, rope_freq_base=1e4, rope_dim=64,
+               q_lora_rank=0, kv_lora_rank=512, v_head_dim=128,
+               rope_scaling_factor=40.0, rope_scaling_orig_ctx=4096, yarn_mscale_all_dim=0.707,
+               n_expert=16, n_expert_used=4, n_ff_exp=256, n_ff_shexp=512, n_dense_lead=1,
+               expert_gating="softmax", expert_weights_scale=1.0),
         # The 27B dense Qwen3.5/3.6 (llama.cpp's qwen35) as its config.json describes it, with a llama-sized
         # vocabulary (the real one has 248320 tokens): gated delta nets of 48 value heads over 16 key
         # heads, all 128 wide, and on every 4th layer full attention with 24 heads of 256 (4 KV heads)
@@ -785,6 +853,8 @@ def _tensor_specs(preset: Preset, n_layer: int, deep_scale: float = 1.0) -> list
         return _gemma3_tensor_specs(preset, n_layer)
     if preset.architecture == GLM4MOE:
         return _glm4moe_tensor_specs(preset, n_layer)
+    if preset.architecture == DEEPSEEK2:
+        return _deepseek2_tensor_specs(preset, n_layer)
     n_embd = preset.n_embd
 
     specs = [_TensorSpec("token_embd.weight", (preset.n_vocab, n_embd), 1.0)]
@@ -974,6 +1044,49 @@ def _glm4moe_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
         blk = f"blk.{layer}"
         specs += layer_specs(layer, trunk_residual_scale * MTP_WRITE_SCALE) + _mtp_specs(preset, blk) + [
             _TensorSpec(f"{blk}.nextn.shared_head_norm.weight", (n_embd,), None)]
+    return specs + _output_specs(preset)
+
+
+def _deepseek2_tensor_specs(preset: Preset, n_layer: int) -> list[_TensorSpec]:
+    """deepseek2 (llama_model_deepseek2::load_arch_tensors, with MLA as conversions write it: attn_kv_b split into
+    attn_k_b and attn_v_b): q from attn_q (or attn_q_a, its norm and attn_q_b with a q_lora_rank), the latent and
+    the shared rotated key from attn_kv_a_mqa, the latent normed (attn_kv_a_norm), each head's key (non-rotated
+    part) and value from it through attn_k_b and attn_v_b, ggml ne {qk_nope, kv_lora_rank, n_head} and
+    {kv_lora_rank, v_head_dim, n_head}; then ffn_norm and a dense SwiGLU in the first n_dense_lead layers, routed
+    experts (with exp_probs_b under sigmoid scores) beside the shared experts in the others.
+
+    attn_k_b and attn_v_b read the normed latent (fan-in kv_lora_rank) in the checkpoints' kv_b_proj, so they take
+    1/sqrt(kv_lora_rank): unit-scale keys and values, whether the graph absorbs attn_k_b into q or not."""
+    n_embd, n_head, head_dim = preset.n_embd, preset.n_head, preset.head_dim
+    kv_lora, q_lora, rope_dim = preset.kv_lora_rank, preset.q_lora_rank, preset.rope_dim
+    qk_nope, n_q, n_v = head_dim - rope_dim, n_head * head_dim, n_head * preset.v_head_dim
+    residual_scale = 1.0 / np.sqrt(2.0 * n_layer)
+
+    specs = [_TensorSpec("token_embd.weight", (preset.n_vocab, n_embd), 1.0)]
+    for layer in range(n_layer):
+        blk = f"blk.{layer}"
+        specs.append(_TensorSpec(f"{blk}.attn_norm.weight", (n_embd,), None))
+        if q_lora:
+            specs += [
+                _TensorSpec(f"{blk}.attn_q_a_norm.weight", (q_lora,), None),
+                _TensorSpec(f"{blk}.attn_q_a.weight", (q_lora, n_embd), 1.0 / np.sqrt(n_embd)),
+                _TensorSpec(f"{blk}.attn_q_b.weight", (n_q, q_lora), 1.0 / np.sqrt(q_lora)),
+            ]
+        else:
+            specs.append(_TensorSpec(f"{blk}.attn_q.weight", (n_q, n_embd), 1.0 / np.sqrt(n_embd)))
+        specs += [
+            _TensorSpec(f"{blk}.attn_kv_a_norm.weight", (kv_lora,), None),
+            _TensorSpec(f"{blk}.attn_kv_a_mqa.weight", (kv_lora + rope_dim, n_embd), 1.0 / np.sqrt(n_embd)),
+            _TensorSpec(f"{blk}.attn_k_b.weight", (n_head, kv_lora, qk_nope), 1.0 / np.sqrt(kv_lora)),
+            _TensorSpec(f"{blk}.attn_v_b.weight", (n_head, preset.v_head_dim, kv_lora), 1.0 / np.sqrt(kv_lora)),
+            _TensorSpec(f"{blk}.attn_output.weight", (n_embd, n_v), residual_scale / np.sqrt(n_v)),
+            _TensorSpec(f"{blk}.ffn_norm.weight", (n_embd,), None),
+        ]
+        if layer < preset.n_dense_lead:
+            specs += _dense_ffn_specs(preset, blk, residual_scale)
+        else:
+            specs += _expert_specs(preset, blk, residual_scale, biases=False)
+            specs += _shared_expert_specs(preset, blk, residual_scale)
     return specs + _output_specs(preset)
 
 
@@ -1209,8 +1322,21 @@ def _add_metadata(writer: gguf.GGUFWriter, preset: Preset, seed: int, n_layer: i
     else:
         writer.add_feed_forward_length(preset.n_ff)
         writer.add_head_count_kv(preset.n_head_kv)
-    writer.add_key_length(preset.head_dim)
-    writer.add_value_length(preset.head_dim)
+    if preset.architecture == DEEPSEEK2:
+        # As conversions write MLA: the KV cache's one head holds the latent and the rotated key (K) and the latent
+        # (V); the *_mla lengths (spelled out: gguf releases before 0.17 have no add_key_length_mla) are a
+        # query/key head's and a value head's. q_lora_rank is written even at 0: llama.cpp reads it from every
+        # model but those of 26 or 27 layers (V2-Lite's own count), so a V2-Lite of another depth needs the key.
+        writer.add_key_length(preset.kv_lora_rank + preset.rope_dim)
+        writer.add_value_length(preset.kv_lora_rank)
+        writer.add_uint32(f"{preset.architecture}.attention.key_length_mla", preset.head_dim)
+        writer.add_uint32(f"{preset.architecture}.attention.value_length_mla", preset.v_head_dim)
+        writer.add_q_lora_rank(preset.q_lora_rank)
+        writer.add_kv_lora_rank(preset.kv_lora_rank)
+        writer.add_vocab_size(preset.n_vocab)
+    else:
+        writer.add_key_length(preset.head_dim)
+        writer.add_value_length(preset.head_dim)
     # nemotron_h has no rope.
     if preset.architecture not in _MAMBA2_ARCHITECTURES:
         writer.add_rope_dimension_count(preset.rope_dim or preset.head_dim)
@@ -1266,6 +1392,9 @@ def _add_metadata(writer: gguf.GGUFWriter, preset: Preset, seed: int, n_layer: i
         writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
         writer.add_rope_scaling_factor(preset.rope_scaling_factor)
         writer.add_rope_scaling_orig_ctx_len(preset.rope_scaling_orig_ctx)
+    if preset.yarn_mscale_all_dim:
+        # 0.1 * mscale_all_dim, as conversions write it (llama.cpp divides it out again).
+        writer.add_rope_scaling_yarn_log_mul(0.1 * preset.yarn_mscale_all_dim)
 
     tokens, scores, token_types = build_vocab(preset.n_vocab)
     writer.add_tokenizer_model("llama")
@@ -1651,8 +1780,12 @@ def describe_preset(preset: str | Preset) -> str:
         text += f", the first {preset.n_dense_lead} dense (n_ff {preset.n_ff})"
     if preset.expert_gating:
         text += f", {preset.expert_gating} routing"
-    if preset.architecture in _DENSE_LEAD_ARCHITECTURES and preset.rope_dim:
+    if preset.architecture == GLM4MOE and preset.rope_dim:
         text += f", rope on {preset.rope_dim} of {preset.head_dim}"
+    if preset.architecture == DEEPSEEK2:
+        q = f"q through rank {preset.q_lora_rank}" if preset.q_lora_rank else "q projected directly"
+        text += (f", latent attention of rank {preset.kv_lora_rank} (heads of {preset.head_dim - preset.rope_dim} + "
+                 f"{preset.rope_dim} rotated, values of {preset.v_head_dim}, {q})")
     if preset.n_nextn:
         text += f", {preset.n_nextn} MTP layer" + ("s" if preset.n_nextn > 1 else "")
     if preset.architecture == QWEN35:
