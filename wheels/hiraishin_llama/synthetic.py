@@ -624,8 +624,9 @@ LOGIT_STD = 3.0
 # gemma3's input embedding (token_embd scaled by sqrt(n_embd)) has RMS GEMMA3_INPUT_RMS / sqrt(n_embd): with the
 # output tied to token_embd, a logit's standard deviation is output_norm's weight times that RMS, and the input
 # token's own logit stands out of the others by about GEMMA3_INPUT_RMS / (the residual stream's RMS, which the
-# layers' unit writes grow to about sqrt(2 * n_layer)) of their standard deviations.
-GEMMA3_INPUT_RMS = 4.0
+# layers' unit writes grow to about sqrt(2 * n_layer)) of their standard deviations: 0.3 for tiny-gemma3, 0.1 for
+# gemma3. At 4 (1.2 standard deviations for tiny-gemma3) its greedy text repeated one token nine times running.
+GEMMA3_INPUT_RMS = 1.0
 
 # gpt-oss biases, relative to the unit-scale activations they are added to
 # (scaled like their matrices where they write into the residual stream).
