@@ -97,7 +97,8 @@ def retag(wheel: Path, variant: str, out_dir: Path) -> Path:
 
     Renames the .dist-info directory, rewrites METADATA's Version and the
     package's _version.py (so ``hiraishin-llama --version`` shows the label),
-    and writes a new RECORD. File modes and order are kept.
+    and writes a new RECORD. File modes and order are kept; directory entries
+    are left out.
     """
     _, old_version, _, _ = parse_wheel_filename(wheel.name)  # validates the name
     new_version = local_version(str(old_version), variant)
@@ -114,7 +115,9 @@ def retag(wheel: Path, variant: str, out_dir: Path) -> Path:
                 raise RepairError(f"{wheel.name}: expected one {old_info}/ directory, found {sorted(info_dirs)}")
             record_name = f"{new_info}/RECORD"
             for entry in source.infolist():
-                if entry.filename == f"{old_info}/RECORD":
+                # A directory entry (auditwheel writes them) is no file of the wheel: RECORD lists files
+                # only, and `auditwheel show` opens every RECORD row as a file (IsADirectoryError).
+                if entry.filename == f"{old_info}/RECORD" or entry.is_dir():
                     continue
                 data = source.read(entry)
                 filename = entry.filename

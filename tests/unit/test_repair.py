@@ -604,3 +604,22 @@ def test_an_output_directory_that_cannot_be_written_is_refused_before_the_build(
     else:
         assert info.value.message.startswith("the build directory /proc/b cannot be written")
         assert "--project" in (info.value.hint or "")
+
+
+def test_the_repaired_wheel_holds_files_only_and_auditwheel_show_reads_it(tmp_path: Path,
+                                                                          elves: dict[str, bytes]) -> None:
+    """auditwheel's own wheel has directory entries; a RECORD row for one made `auditwheel show` fail
+    (IsADirectoryError) on every wheel retag wrote."""
+    import sys
+
+    wheel = make_wheel(tmp_path / "in", {"hiraishin_llama/lib/libllama.so": (elves["plain.so"], PLAIN)})
+    with zipfile.ZipFile(wheel, "a") as archive:
+        archive.writestr(zipfile.ZipInfo("hiraishin_llama/lib/"), b"")
+    result = repair.repair_wheel(wheel, cpu_recipe(), tmp_path / "out")
+    with zipfile.ZipFile(result.path) as archive:
+        assert not [name for name in archive.namelist() if name.endswith("/")]
+    assert record_is_consistent(result.path)
+    shown = subprocess.run([sys.executable, "-m", "auditwheel", "show", str(result.path)], capture_output=True,
+                           text=True, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert 'is consistent with the following platform tag: "manylinux_2_5_x86_64"' in shown.stdout, shown.stdout
