@@ -43,7 +43,8 @@ if command -v ccache >/dev/null; then
 fi
 
 jobs=$(nproc 2>/dev/null || echo 2)
-hiraishin -v wheel --recipe "$recipe" --sdist "$source_dir" -j "$jobs"
+# --manylinux recipe: built in the recipe's manylinux image, a wheel above its floor fails here
+hiraishin -v wheel --recipe "$recipe" --sdist "$source_dir" -j "$jobs" --manylinux recipe
 
 if command -v ccache >/dev/null; then
   group "ccache"

@@ -66,7 +66,8 @@ else
   rm -rf build/sdist && mkdir -p build/sdist && tar xzf "$sdist" -C build/sdist
   source_dirs=(build/sdist/hiraishin_llama-*/)
   read -ra toolchain <<< "$(ci/zig-toolchain.sh "$ci_cache/zig-toolchain")"
-  hiraishin wheel --recipe cpu --sdist "${source_dirs[0]}" "${toolchain[@]}" >&2
+  # --manylinux recipe: the zig-built wheel must keep the floor, not fall back to this machine's glibc
+  hiraishin wheel --recipe cpu --sdist "${source_dirs[0]}" --manylinux recipe "${toolchain[@]}" >&2
   built=(build/sdist/wheels/cpu/hiraishin_llama-*+cpu-*.whl)
   (( ${#built[@]} )) || die 1 "hiraishin wheel --recipe cpu wrote no repaired wheel in build/sdist/wheels/cpu"
   wheel=${built[0]}

@@ -428,7 +428,8 @@ def _without_dir_name(omit: tuple[str, ...], series: tuple[str, ...]) -> str:
 
 
 def _wheel(project: Project, cache: UpstreamCache, recipe_name: str, sdist: Path | None,
-           isolated: bool, jobs: int | None, extra_defines: Mapping[str, str] | None = None) -> WheelResult:
+           isolated: bool, jobs: int | None, extra_defines: Mapping[str, str] | None = None,
+           manylinux: str = "auto") -> WheelResult:
     from . import doctor, timeouts, wheelbuild
 
     recipe = find_recipe(project.recipes_dir, recipe_name)
@@ -447,8 +448,8 @@ def _wheel(project: Project, cache: UpstreamCache, recipe_name: str, sdist: Path
             sdist = build_sdist(project, cache, project.dist_dir).path
     out_dir = sdist.resolve().parent / "wheels" / recipe.name
     with log.step(f"building the {recipe.name} wheel"):
-        return build_wheel(sdist.resolve(), recipe, out_dir, build_dir=build_dir,
-                           isolated=isolated, jobs=jobs, extra_defines=extra_defines, toolchain=toolchain)
+        return build_wheel(sdist.resolve(), recipe, out_dir, build_dir=build_dir, isolated=isolated, jobs=jobs,
+                           extra_defines=extra_defines, toolchain=toolchain, manylinux=manylinux)
 
 
 def _parse_defines(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
@@ -468,6 +469,11 @@ isolation_option = click.option(
 )
 jobs_option = click.option("-j", "--jobs", type=click.IntRange(min=1), metavar="N",
                            help="Parallel build jobs (default: all cores).")
+manylinux_option = click.option(
+    "--manylinux", type=click.Choice(["auto", "recipe", "host"]), default="auto", show_default=True,
+    help="The glibc floor the wheel is held to: the recipe's `manylinux` (a wheel that needs a newer glibc or "
+         "libstdc++ symbol fails the build, naming it), this machine's glibc, or auto: the recipe's where this "
+         "machine's glibc is at or below it (a manylinux image), else this machine's, with a warning.")
 
 
 @cli.command("wheel")
@@ -478,15 +484,16 @@ jobs_option = click.option("-j", "--jobs", type=click.IntRange(min=1), metavar="
                    "(default: make one first).")
 @isolation_option
 @jobs_option
+@manylinux_option
 @click.option("-D", "--cmake-define", "cmake_defines", multiple=True, metavar="KEY=VALUE", callback=_parse_defines,
               help="An extra CMake define on top of the recipe's (repeatable), e.g. HIRAISHIN_BUILD_TESTS=ON "
                    "to also build upstream's op tests in the build directory.")
 @pass_context
 @proc.stopping_on_signals()
 def wheel_command(obj: Context, recipe_name: str, sdist: Path | None, no_isolation: bool, jobs: int | None,
-                  cmake_defines: dict[str, str]) -> None:
+                  manylinux: str, cmake_defines: dict[str, str]) -> None:
     """Build a wheel from the sdist with a recipe's CMake defines."""
-    result = _wheel(obj.project(), obj.cache(), recipe_name, sdist, not no_isolation, jobs, cmake_defines)
+    result = _wheel(obj.project(), obj.cache(), recipe_name, sdist, not no_isolation, jobs, cmake_defines, manylinux)
     click.echo(f"{result.path}  ({result.size / 1e6:.1f} MB, version {result.version}, {', '.join(result.tags)})")
 
 
@@ -741,11 +748,12 @@ def docs_command(obj: Context, check_only: bool) -> None:
 @click.option("--recipe", "recipe_name", help="Build this recipe (default: the one for this machine's GPU and CUDA).")
 @isolation_option
 @jobs_option
+@manylinux_option
 @click.option("--no-smoke", is_flag=True, help="Stop after building the wheel.")
 @pass_context
 @proc.stopping_on_signals()
 def build(obj: Context, source: str | None, recipe_name: str | None, no_isolation: bool,
-          jobs: int | None, no_smoke: bool) -> None:
+          jobs: int | None, manylinux: str, no_smoke: bool) -> None:
     """The main job: upstream -> sdist -> wheel -> smoke test, for this machine."""
     from . import doctor, timeouts, wheelbuild
 
@@ -773,7 +781,7 @@ def build(obj: Context, source: str | None, recipe_name: str | None, no_isolatio
         with log.step(f"fetching {pin.ref}"):
             cache.fetch(source or pin.url, pin)
     cache.verify(pin)
-    wheel = _wheel(project, cache, recipe_name, None, not no_isolation, jobs)
+    wheel = _wheel(project, cache, recipe_name, None, not no_isolation, jobs, manylinux=manylinux)
     click.echo(f"wheel: {wheel.path} ({wheel.size / 1e6:.1f} MB)")
     if no_smoke:
         return

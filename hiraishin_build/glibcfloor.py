@@ -17,11 +17,13 @@ checked too: they land in the wheel and are loaded with it.
 from __future__ import annotations
 
 import io
+import os
 import re
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from types import EllipsisType
 from typing import TYPE_CHECKING
 
 from .errors import ConfigError, GlibcFloorExceeded
@@ -79,6 +81,61 @@ def glibc_of_platform(platform: str) -> tuple[int, int] | None:
         return parse_manylinux(name[: -len(ARCHITECTURE) - 1])
     except (LookupError, ValueError):
         return None
+
+
+FLOOR_MODES = ("auto", "recipe", "host")
+"""How a build picks the floor it holds its wheel to (``--manylinux``): ``recipe``, the recipe's promise, above
+which the build fails; ``host``, this machine's glibc; ``auto``, the recipe's where this machine's glibc is at or
+below it (a manylinux image: the release builds), else this machine's, said in a warning."""
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The floor one build holds its wheel to."""
+
+    manylinux: str
+    note: str = ""
+    """Why it is not the recipe's, for the build's log; empty where it is."""
+
+
+def host_manylinux() -> str | None:
+    """This machine's glibc as a manylinux tag (``manylinux_2_36``); None without glibc (musl) or where auditwheel
+    has no policy for it."""
+    try:
+        version = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (ValueError, OSError):
+        return None
+    match = re.fullmatch(r"glibc (\d+)\.(\d+)(?:\.\d+)?", version.strip())
+    if not match:
+        return None
+    tag = f"manylinux_{match[1]}_{match[2]}"
+    try:
+        policy(tag)
+    except LookupError:
+        return None
+    return tag
+
+
+def resolve_floor(recipe_manylinux: str, recipe_name: str, mode: str, host: str | None | EllipsisType = ...) -> Floor:
+    """The floor of a build in ``mode`` (FLOOR_MODES) on a machine whose glibc is ``host`` (a manylinux tag, None
+    where it has none; default: this machine's, host_manylinux)."""
+    if mode not in FLOOR_MODES:
+        raise ValueError(f"--manylinux {mode!r}: give one of {', '.join(FLOOR_MODES)}")
+    if mode == "recipe":
+        return Floor(recipe_manylinux)
+    if host is ...:
+        host = host_manylinux()
+    if host is None or host == recipe_manylinux:
+        return Floor(recipe_manylinux)
+    if mode == "auto" and parse_manylinux(host) <= parse_manylinux(recipe_manylinux):
+        return Floor(recipe_manylinux)
+    above = parse_manylinux(host) > parse_manylinux(recipe_manylinux)
+    return Floor(host, (
+        f"this machine's glibc ({host}) is {'above' if above else 'below'} the {recipe_name} recipe's floor "
+        f"({recipe_manylinux}): the wheel is held to {host}, so it installs on this machine "
+        + ("and newer systems only; a wheel that keeps the recipe's floor is built in a "
+           f"{recipe_manylinux} image or with ci/zig-toolchain.sh (docs/wheels.md), and --manylinux recipe "
+           "fails a build above it" if above else "and systems at least as old")))
 
 
 def platform_tag(manylinux: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -10,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import doctor, proc, repair, timeouts
+from . import doctor, glibcfloor, proc, repair, timeouts
 from .errors import PathError, WheelBuildError
 from .fsutil import writable_directory
 from .log import get_logger
@@ -135,6 +136,7 @@ def build_wheel(
     jobs: int | None = None,
     extra_defines: Mapping[str, str] | None = None,
     toolchain: doctor.Environment | None = None,
+    manylinux: str = "auto",
 ) -> WheelResult:
     """``toolchain``: what was detected on this machine, if the caller did already (it is checked either way)."""
     if sdist.is_dir():
@@ -147,6 +149,10 @@ def build_wheel(
     # Refused before a long build: no compiler, the wrong nvcc, a toolkit without cuBLAS (exit 11), a place it
     # cannot write to, a time limit set to something that is not a number of seconds.
     doctor.require_buildable(recipe, toolchain or doctor.detect())
+    # The floor repair holds the wheel to (``manylinux``: glibcfloor.FLOOR_MODES), said before the long build.
+    floor = glibcfloor.resolve_floor(recipe.manylinux, recipe.name, manylinux)
+    if floor.note:
+        get_logger().warning("%s", floor.note)
     check_output_paths(out_dir, build_dir)
     timeouts.check_settings(timeouts.BUILD, timeouts.COMMAND)
     if sdist.is_dir():
@@ -176,5 +182,5 @@ def build_wheel(
     wheel = max(built, key=lambda p: p.stat().st_mtime)
     # A linux_x86_64 wheel with the public version is not publishable: repair
     # gives it the manylinux tag, the variant label and the linking checks.
-    repaired = repair.repair_wheel(wheel, recipe, final_dir)
+    repaired = repair.repair_wheel(wheel, dataclasses.replace(recipe, manylinux=floor.manylinux), final_dir)
     return WheelResult(repaired.path, log, repaired.size, repaired.version, repaired.tags, wheel)

@@ -130,3 +130,48 @@ def test_tags_and_policies() -> None:
     assert "2.28" in allowed["GLIBC"] and "2.29" not in allowed["GLIBC"]
     with pytest.raises(ValueError, match="not a manylinux"):
         glibcfloor.parse_manylinux("manylinux2014")
+
+
+# --- the floor one build holds its wheel to (--manylinux) ---
+
+def test_recipe_mode_holds_every_build_to_the_recipes_floor() -> None:
+    for host in ("manylinux_2_17", "manylinux_2_28", "manylinux_2_36", None):
+        assert glibcfloor.resolve_floor("manylinux_2_28", "cpu", "recipe", host) == glibcfloor.Floor("manylinux_2_28")
+
+
+def test_auto_keeps_the_recipes_floor_in_a_manylinux_image_and_says_why_it_does_not_elsewhere() -> None:
+    # the release builds: an image whose glibc is the floor (or older)
+    assert glibcfloor.resolve_floor("manylinux_2_28", "cpu", "auto", "manylinux_2_28").note == ""
+    assert glibcfloor.resolve_floor("manylinux_2_28", "cpu", "auto", "manylinux_2_17").manylinux == "manylinux_2_28"
+    # a developer's machine (Debian 12): its own glibc, said with the way to keep the recipe's
+    floor = glibcfloor.resolve_floor("manylinux_2_28", "cpu", "auto", "manylinux_2_36")
+    assert floor.manylinux == "manylinux_2_36"
+    assert "above the cpu recipe's floor (manylinux_2_28)" in floor.note
+    assert "--manylinux recipe" in floor.note and "ci/zig-toolchain.sh" in floor.note
+    # no glibc to read (musl): the recipe's, which the check then enforces
+    assert glibcfloor.resolve_floor("manylinux_2_28", "cpu", "auto", None) == glibcfloor.Floor("manylinux_2_28")
+
+
+def test_host_mode_takes_this_machines_glibc_either_way() -> None:
+    assert glibcfloor.resolve_floor("manylinux_2_28", "cpu", "host", "manylinux_2_36").manylinux == "manylinux_2_36"
+    older = glibcfloor.resolve_floor("manylinux_2_28", "cpu", "host", "manylinux_2_17")
+    assert older.manylinux == "manylinux_2_17" and "below" in older.note
+    with pytest.raises(ValueError, match="give one of auto, recipe, host"):
+        glibcfloor.resolve_floor("manylinux_2_28", "cpu", "newest", "manylinux_2_36")
+
+
+def test_this_machines_glibc_reads_as_a_tag_auditwheel_knows() -> None:
+    host = glibcfloor.host_manylinux()
+    libc, version = os.confstr("CS_GNU_LIBC_VERSION").split()
+    assert libc == "glibc" and host == "manylinux_" + "_".join(version.split(".")[:2])
+    glibcfloor.policy(host)
+
+
+def test_a_wheel_above_the_recipes_floor_passes_at_this_machines(tmp_path: Path, libraries: dict[str, bytes]) -> None:
+    # What `hiraishin build --manylinux auto` does on a machine above the floor: the same library the recipe's
+    # floor refuses (test_repair_refuses_...) is repaired and tagged at this machine's glibc.
+    host = glibcfloor.host_manylinux()
+    recipe = dataclasses.replace(find_recipe(REPO / "recipes", "cpu"), manylinux=host)
+    wheel = make_wheel(tmp_path / "in", {"hiraishin_llama/lib/libllama.so": (libraries["new"], PLAIN)})
+    result = repair.repair_wheel(wheel, recipe, tmp_path / "out")
+    assert not any(tag.split("-")[-1] > f"{host}_x86_64" for tag in result.tags if "manylinux_" in tag), result.tags
