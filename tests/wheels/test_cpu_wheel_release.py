@@ -8,13 +8,14 @@ copied first: nothing under dist/ is touched.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from hiraishin_build import repair
+from hiraishin_build import glibcfloor, repair
 from hiraishin_build.recipe import find_recipe
 from tests.helpers import fresh_venv, pip_install
 
@@ -28,7 +29,11 @@ def repaired(tmp_path_factory: pytest.TempPathFactory, unrepaired_cpu_wheel: Pat
     copy = work / "in" / source.name
     copy.parent.mkdir()
     shutil.copy2(source, copy)
-    return repair.repair_wheel(copy, find_recipe(REPO / "recipes", "cpu"), work / "out")
+    # As `hiraishin wheel --manylinux auto` repairs it on the machine that built it: the recipe's floor in a
+    # manylinux_2_28 image, this machine's glibc where it is newer.
+    recipe = find_recipe(REPO / "recipes", "cpu")
+    floor = glibcfloor.resolve_floor(recipe.manylinux, recipe.name, "auto")
+    return repair.repair_wheel(copy, dataclasses.replace(recipe, manylinux=floor.manylinux), work / "out")
 
 
 def test_repaired_cpu_wheel_is_manylinux_labelled_and_linked_by_rpath(repaired: repair.RepairResult) -> None:
@@ -46,10 +51,11 @@ def test_repaired_cpu_wheel_is_manylinux_labelled_and_linked_by_rpath(repaired: 
     with zipfile.ZipFile(repaired.path) as archive:
         names = archive.namelist()
     assert not any("libcuda" in n or "libcudart" in n or "libcublas" in n for n in names)
-    # The recipe's floor, and no newer tag (repair fails a wheel above it).
-    assert "py3-none-manylinux_2_28_x86_64" in repaired.tags, repaired.tags
-    # OpenMP is not a manylinux system library: libgomp is grafted where the wheel was built with it (gcc in
-    # the manylinux image); ci/cpu-wheel.sh builds with zig's clang, OpenMP off, and nothing is grafted.
+    # The floor it was held to, and no newer tag (repair fails a wheel above it).
+    recipe = find_recipe(REPO / "recipes", "cpu")
+    floor = glibcfloor.resolve_floor(recipe.manylinux, recipe.name, "auto").manylinux
+    assert f"py3-none-{floor}_x86_64" in repaired.tags, repaired.tags
+    # OpenMP is not a manylinux system library: libgomp is grafted where the wheel was built with it (gcc).
     assert all(name.startswith("libgomp") for name in repaired.grafted), repaired.grafted
     assert repaired.size <= find_recipe(REPO / "recipes", "cpu").size_budget_mb * 1e6
 
