@@ -134,8 +134,8 @@ def resolve_floor(recipe_manylinux: str, recipe_name: str, mode: str, host: str 
         f"this machine's glibc ({host}) is {'above' if above else 'below'} the {recipe_name} recipe's floor "
         f"({recipe_manylinux}): the wheel is held to {host}, so it installs on this machine "
         + ("and newer systems only; a wheel that keeps the recipe's floor is built in a "
-           f"{recipe_manylinux} image or with ci/zig-toolchain.sh (docs/wheels.md), and --manylinux recipe "
-           "fails a build above it" if above else "and systems at least as old")))
+           f"{recipe_manylinux} image (docs/wheels.md), and --manylinux recipe fails a build above it"
+           if above else "and systems at least as old")))
 
 
 def platform_tag(manylinux: str) -> str:
