@@ -99,3 +99,20 @@ def assert_server_state(state: dict, n_prompts: int, identical: bool) -> None:
         assert state["identical"] == state["compared"] == n_prompts, state["per_prompt"]
     else:
         assert state["identical"] < state["compared"], state["per_prompt"]
+
+
+class SwitchStates:
+    """benchmarks/server_exact.py's switch_state for each switch state, made on first use and kept: a module's
+    tests share one plain and one drafting run of ``model`` per state. ``options`` go to switch_state."""
+
+    def __init__(self, venv: Path, model: Path, log_dir: Path, **options) -> None:
+        self.venv, self.model, self.log_dir, self.options = venv, model, log_dir, options
+        self._states: dict[bool, dict] = {}
+
+    def __call__(self, switch_on: bool) -> dict:
+        if switch_on not in self._states:
+            from tests.helpers import load_benchmark
+
+            self._states[switch_on] = load_benchmark("server_exact").switch_state(
+                self.venv, self.model, self.log_dir, switch_on=switch_on, plain_after_failure=False, **self.options)
+        return self._states[switch_on]

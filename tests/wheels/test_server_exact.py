@@ -22,6 +22,7 @@ import pytest
 from hiraishin_build.smoke import llama_server
 
 from tests.helpers import load_benchmark, readme_server_command
+from tests.wheels.synthetic_checks import SwitchStates
 
 server_exact = load_benchmark("server_exact")
 
@@ -35,24 +36,11 @@ N_PREDICT = 200
 DRAFT_ABORT = "GGML_ASSERT(n_outputs_max <= cparams.n_outputs_max) failed"
 
 
-class States:
-    """Each switch state's plain and draft runs, made on first use and kept for the module."""
-
-    def __init__(self, venv: Path, model: Path, log_dir: Path) -> None:
-        self.venv, self.model, self.log_dir = venv, model, log_dir
-        self._states: dict[bool, dict] = {}
-
-    def __call__(self, switch_on: bool) -> dict:
-        if switch_on not in self._states:
-            self._states[switch_on] = server_exact.switch_state(self.venv, self.model, self.log_dir,
-                                                                 switch_on=switch_on, n_predict=N_PREDICT,
-                                                                 plain_after_failure=False)
-        return self._states[switch_on]
 
 
 @pytest.fixture(scope="module")
-def states(server_venv: Path, smollm2: Path, tmp_path_factory: pytest.TempPathFactory) -> States:
-    return States(server_venv, smollm2, tmp_path_factory.mktemp("server-exact-logs"))
+def states(server_venv: Path, smollm2: Path, tmp_path_factory: pytest.TempPathFactory) -> SwitchStates:
+    return SwitchStates(server_venv, smollm2, tmp_path_factory.mktemp("server-exact-logs"), n_predict=N_PREDICT)
 
 
 def require_served(run) -> None:
@@ -62,7 +50,7 @@ def require_served(run) -> None:
         f"{run.label} served {run.served} of {len(server_exact.PROMPTS)}: {run.failure}\n" + "\n".join(run.log_tail))
 
 
-def test_a_draft_model_server_answers_with_drafted_tokens(states: States) -> None:
+def test_a_draft_model_server_answers_with_drafted_tokens(states: SwitchStates) -> None:
     """The b10354 abort, switch on (the wheel's default): the draft server must answer every request
     and draft (revision 7 died on its first verify batch)."""
     draft = states(True)["draft"]
@@ -70,7 +58,7 @@ def test_a_draft_model_server_answers_with_drafted_tokens(states: States) -> Non
     assert draft.speculative and sum(a.draft_n for a in draft.answers) > 0
 
 
-def test_self_draft_gives_the_plain_greedy_tokens_with_the_switch_on(states: States) -> None:
+def test_self_draft_gives_the_plain_greedy_tokens_with_the_switch_on(states: SwitchStates) -> None:
     state = states(True)
     require_served(state["draft"])
     require_served(state["plain"])
@@ -84,7 +72,7 @@ def test_self_draft_gives_the_plain_greedy_tokens_with_the_switch_on(states: Sta
 
 
 @pytest.mark.parametrize("switch_on", [True, False], ids=["on", "off"])
-def test_every_answer_holds_the_tokens_it_reports(states: States, switch_on: bool) -> None:
+def test_every_answer_holds_the_tokens_it_reports(states: SwitchStates, switch_on: bool) -> None:
     """A request for n tokens that stops at the limit returns n tokens, and every answer as many
     tokens as its predicted_n and tokens_predicted say (the issue saw 194 of a reported 200 with -md)."""
     state = states(switch_on)
@@ -94,7 +82,7 @@ def test_every_answer_holds_the_tokens_it_reports(states: States, switch_on: boo
         assert not problems, f"{run.label}: {problems}"
 
 
-def test_with_the_switch_off_a_draft_server_serves_every_request(states: States) -> None:
+def test_with_the_switch_off_a_draft_server_serves_every_request(states: SwitchStates) -> None:
     """Eight greedy requests of 200 tokens in a row, draft model, stock kernels: revision 6's server
     (base b9079) died of heap corruption on the fourth ("free(): invalid next size (fast)")."""
     draft = states(False)["draft"]
@@ -103,7 +91,7 @@ def test_with_the_switch_off_a_draft_server_serves_every_request(states: States)
     assert draft.speculative and all(a.draft_n > 0 for a in draft.answers)
 
 
-def test_with_the_switch_off_the_streams_may_differ(states: States, record_property) -> None:
+def test_with_the_switch_off_the_streams_may_differ(states: SwitchStates, record_property) -> None:
     """What the comparison finds with the stock kernels, recorded (junit property ``off_identical``).
     On this CPU (2 threads, Q4_1) 3 of the 8 streams differed, at tokens 172-180, just after the
     context passed cell 256: the stock single-token flash attention splits a KV range of 512 cells

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import load_benchmark
-from tests.wheels.synthetic_checks import assert_server_state
+from tests.wheels.synthetic_checks import SwitchStates, assert_server_state
 
 server_exact = load_benchmark("server_exact")
 
@@ -38,24 +38,12 @@ DRAFT_ARGS = ("-ctkd", "q4_0")
 WINDOW = 512
 
 
-class States:
-    """Each switch state's plain and draft runs, made on first use and kept for the module."""
-
-    def __init__(self, venv: Path, model: Path, log_dir: Path) -> None:
-        self.venv, self.model, self.log_dir = venv, model, log_dir
-        self._states: dict[bool, dict] = {}
-
-    def __call__(self, switch_on: bool) -> dict:
-        if switch_on not in self._states:
-            self._states[switch_on] = server_exact.switch_state(
-                self.venv, self.model, self.log_dir, switch_on=switch_on, prompts=PROMPTS, n_predict=N_PREDICT,
-                draft_extra=DRAFT_ARGS, plain_after_failure=False)
-        return self._states[switch_on]
 
 
 @pytest.fixture(scope="module")
-def states(server_venv: Path, gemma3_270m: Path, tmp_path_factory: pytest.TempPathFactory) -> States:
-    return States(server_venv, gemma3_270m, tmp_path_factory.mktemp("server-gemma3-logs"))
+def states(server_venv: Path, gemma3_270m: Path, tmp_path_factory: pytest.TempPathFactory) -> SwitchStates:
+    return SwitchStates(server_venv, gemma3_270m, tmp_path_factory.mktemp("server-gemma3-logs"), prompts=PROMPTS,
+                        n_predict=N_PREDICT, draft_extra=DRAFT_ARGS)
 
 
 def assert_answers_cross_the_window(run) -> None:
@@ -67,7 +55,7 @@ def assert_answers_cross_the_window(run) -> None:
     assert not short, f"{run.label}: (prompt, prompt tokens, generated) not past {WINDOW} tokens: {short}"
 
 
-def test_with_the_switch_on_the_drafting_server_gives_the_plain_greedy_tokens(states: States) -> None:
+def test_with_the_switch_on_the_drafting_server_gives_the_plain_greedy_tokens(states: SwitchStates) -> None:
     state = states(True)
     assert_server_state(state, len(PROMPTS), identical=True)
     for run in (state["draft"], state["plain"]):
@@ -77,7 +65,7 @@ def test_with_the_switch_on_the_drafting_server_gives_the_plain_greedy_tokens(st
     assert len(streams) == len(PROMPTS), f"{len(streams)} distinct streams for {len(PROMPTS)} prompts"
 
 
-def test_with_the_switch_off_the_drafting_server_departs_from_plain_greedy(states: States, record_property) -> None:
+def test_with_the_switch_off_the_drafting_server_departs_from_plain_greedy(states: SwitchStates, record_property) -> None:
     """The control: the same servers with stock kernels. On the 2-core machine this was written on (raw CPU
     build, benchmarks/results/server-draft-cpu-gemma3-270m-raw-build.json) it differed; a control that
     differs nowhere would show nothing."""
